@@ -1,0 +1,666 @@
+// The GPU runtime: one object that owns the device and everything a training loop needs from it.
+//
+//  - a buffer pool: tensors are pooled storage buffers, so a training step allocates nothing new;
+//  - kernels: WGSL compiled once into cached pipelines; bind groups and uniform buffers are cached
+//    by content, so a repeated dispatch costs a few encoder calls;
+//  - batching: dispatches are recorded into one open compute pass and submitted together, at the
+//    next readback, sync(), explicit flush(), or every `maxDispatchesPerSubmit` dispatches;
+//  - readback: few, explicit and batched (`readMany`), with a timeout;
+//  - errors: compile, validation, out-of-memory and device loss become typed errors (errors.ts) that
+//    surface at the next `sync()`/`read()` instead of being printed and forgotten.
+//
+// Ordering rule that makes pooling safe: queue.writeBuffer runs on the queue timeline *before* any
+// not-yet-submitted commands, so every CPU write first flushes what is recorded. A released buffer
+// reused by a later dispatch is then always ordered after the work that used it before.
+//
+// Dawn in Node busy-spins the JS thread while a submit or mapAsync is pending, which on a CPU adapter
+// steals a core from the adapter itself. So in Node the runtime first sleeps for most of the
+// predicted GPU time (an estimate learned from previous waits) and only then starts waiting.
+
+import { type AcquiredDevice, type AcquireOptions, type AdapterReport, acquireDevice } from './device.ts';
+import {
+  DeviceLostError,
+  formatBytes,
+  type GpuError,
+  GpuLimitError,
+  GpuOutOfMemoryError,
+  GpuTimeoutError,
+  GpuValidationError,
+  ShaderCompileError,
+} from './errors.ts';
+import {
+  type Bindable,
+  byteSizeOf,
+  DTYPE_BYTES,
+  type DType,
+  Tensor,
+  type TensorView,
+  type TypedArrayFor,
+} from './tensor.ts';
+
+export interface GpuOptions extends AcquireOptions {
+  /** How long a readback or sync may wait for GPU work, in ms (CPU adapters are slow). */
+  timeoutMs?: number;
+  /** Sleep before waiting so Dawn's busy-wait does not steal a core. Default: on in Node. */
+  sleepBeforeWait?: boolean;
+  /** Submit automatically after this many recorded dispatches. */
+  maxDispatchesPerSubmit?: number;
+}
+
+export interface KernelSpec {
+  /** A name for messages, usually the .wgsl file name. */
+  name: string;
+  code: string;
+  entryPoint?: string;
+  /** Values for WGSL `override` constants. */
+  constants?: Record<string, number>;
+}
+
+export interface Kernel {
+  readonly id: number;
+  readonly name: string;
+  readonly entryPoint: string;
+  readonly pipeline: GPUComputePipeline;
+}
+
+export interface GpuStats {
+  liveBytes: number;
+  peakLiveBytes: number;
+  pooledBytes: number;
+  buffersCreated: number;
+  buffersReused: number;
+  dispatches: number;
+  submits: number;
+  readbacks: number;
+  kernels: number;
+}
+
+type Workgroups = readonly [number, number?, number?];
+
+const isNode = typeof process !== 'undefined' && !!process.versions?.node && typeof window === 'undefined';
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Pool buckets: powers of two up to 64 KiB, then 8 sizes per octave (at most 12.5% waste). */
+export function poolBucketSize(bytes: number): number {
+  const b = Math.max(256, Math.ceil(bytes / 4) * 4);
+  const pow = 2 ** Math.ceil(Math.log2(b));
+  if (pow <= 65536) return pow;
+  const step = pow / 16;
+  return Math.ceil(b / step) * step;
+}
+
+export class Gpu {
+  readonly device: GPUDevice;
+  readonly adapter: GPUAdapter;
+  readonly report: AdapterReport;
+  readonly hasF16: boolean;
+  readonly hasSubgroups: boolean;
+  readonly hasTimestamps: boolean;
+  readonly timeoutMs: number;
+  private readonly navigatorGpu: GPU;
+  private readonly sleepBeforeWait: boolean;
+  private readonly maxDispatchesPerSubmit: number;
+
+  private lostError: DeviceLostError | null = null;
+  private readonly lostPromise: Promise<never>;
+  private pendingErrors: Promise<GpuError | null>[] = [];
+  private uncapturedError: GpuError | null = null;
+
+  private readonly freeBuffers = new Map<number, GPUBuffer[]>();
+  private readonly freeStaging = new Map<number, GPUBuffer[]>();
+  private readonly bufferIds = new WeakMap<GPUBuffer, number>();
+  private nextBufferId = 1;
+  private readonly kernels = new Map<string, Kernel>();
+  private readonly bindGroups = new Map<string, GPUBindGroup>();
+  private readonly uniforms = new Map<string, GPUBuffer>();
+
+  private encoder: GPUCommandEncoder | null = null;
+  private pass: GPUComputePassEncoder | null = null;
+  private recorded = 0;
+  private recordedCost = 0;
+
+  // Wait prediction: cost units completed per millisecond, learned from previous waits.
+  private costPerMs = Number.NaN;
+  private unsyncedCost = 0;
+  private firstUnsyncedSubmit = 0;
+
+  private readonly counters: GpuStats = {
+    liveBytes: 0,
+    peakLiveBytes: 0,
+    pooledBytes: 0,
+    buffersCreated: 0,
+    buffersReused: 0,
+    dispatches: 0,
+    submits: 0,
+    readbacks: 0,
+    kernels: 0,
+  };
+
+  static async create(options: GpuOptions = {}): Promise<Gpu> {
+    return new Gpu(await acquireDevice(options), options);
+  }
+
+  constructor(acquired: AcquiredDevice, options: GpuOptions = {}) {
+    this.device = acquired.device;
+    this.adapter = acquired.adapter;
+    this.navigatorGpu = acquired.gpu;
+    this.report = acquired.report;
+    this.hasF16 = this.device.features.has('shader-f16');
+    this.hasSubgroups = this.device.features.has('subgroups');
+    this.hasTimestamps = this.device.features.has('timestamp-query');
+    this.timeoutMs = options.timeoutMs ?? 300_000;
+    this.sleepBeforeWait = options.sleepBeforeWait ?? isNode;
+    this.maxDispatchesPerSubmit = options.maxDispatchesPerSubmit ?? 512;
+    this.lostPromise = this.device.lost.then((info) => {
+      this.lostError = new DeviceLostError(info.reason ?? 'unknown', info.message);
+      throw this.lostError;
+    });
+    this.lostPromise.catch(() => {}); // observed through assertAlive() and races below
+    this.device.addEventListener('uncapturederror', (event) => {
+      const e = (event as GPUUncapturedErrorEvent).error;
+      this.uncapturedError ??= toGpuError(e, 'uncaptured');
+    });
+  }
+
+  get limits(): Record<string, number> {
+    return this.report.limits;
+  }
+
+  get stats(): GpuStats {
+    return { ...this.counters };
+  }
+
+  // ---------------------------------------------------------------- buffers and tensors
+
+  private assertAlive(): void {
+    if (this.lostError) throw this.lostError;
+  }
+
+  private bufferId(buffer: GPUBuffer): number {
+    let id = this.bufferIds.get(buffer);
+    if (id === undefined) {
+      id = this.nextBufferId++;
+      this.bufferIds.set(buffer, id);
+    }
+    return id;
+  }
+
+  private acquireBuffer(bytes: number, label: string): GPUBuffer {
+    this.assertAlive();
+    const size = poolBucketSize(bytes);
+    const maxBuffer = this.limits.maxBufferSize;
+    if (size > maxBuffer) {
+      throw new GpuLimitError(
+        `tensor "${label}" needs ${formatBytes(bytes)}, more than this adapter's largest buffer (maxBufferSize ${formatBytes(maxBuffer)})`,
+      );
+    }
+    const free = this.freeBuffers.get(size);
+    let buffer = free?.pop();
+    if (buffer) {
+      this.counters.buffersReused++;
+      this.counters.pooledBytes -= size;
+    } else {
+      this.device.pushErrorScope('out-of-memory');
+      buffer = this.device.createBuffer({
+        size,
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+        label,
+      });
+      this.watch(this.device.popErrorScope(), `allocating ${formatBytes(size)} for "${label}"`);
+      this.counters.buffersCreated++;
+    }
+    this.counters.liveBytes += size;
+    this.counters.peakLiveBytes = Math.max(this.counters.peakLiveBytes, this.counters.liveBytes);
+    return buffer;
+  }
+
+  /** Called by Tensor.release(). */
+  releaseBuffer(buffer: GPUBuffer): void {
+    const size = buffer.size;
+    this.counters.liveBytes -= size;
+    this.counters.pooledBytes += size;
+    let list = this.freeBuffers.get(size);
+    if (!list) {
+      list = [];
+      this.freeBuffers.set(size, list);
+    }
+    list.push(buffer);
+  }
+
+  /** Destroys every pooled (free) buffer; live tensors are untouched. */
+  trimPool(): void {
+    this.flush();
+    for (const list of this.freeBuffers.values()) for (const b of list) b.destroy();
+    this.freeBuffers.clear();
+    this.counters.pooledBytes = 0;
+    this.bindGroups.clear(); // entries may reference destroyed buffers
+  }
+
+  /** An uninitialised tensor (contents are whatever the pooled buffer held). */
+  empty(shape: readonly number[], dtype: DType = 'f32', label = ''): Tensor {
+    return new Tensor(this, this.acquireBuffer(byteSizeOf(shape, dtype), label), shape, dtype, label);
+  }
+
+  zeros(shape: readonly number[], dtype: DType = 'f32', label = ''): Tensor {
+    const t = this.empty(shape, dtype, label);
+    this.fill0(t);
+    return t;
+  }
+
+  /** Zero-fills a tensor, ordered with the recorded dispatches. */
+  fill0(target: Tensor | TensorView): void {
+    const { buffer, offset, size } = resolveBinding(target);
+    this.endPass();
+    this.openEncoder().clearBuffer(buffer, offset, size);
+  }
+
+  upload<D extends DType>(
+    data: TypedArrayFor<D> | ArrayLike<number>,
+    shape: readonly number[],
+    dtype?: D,
+    label = '',
+  ): Tensor {
+    const dt: DType = dtype ?? inferDType(data);
+    const t = this.empty(shape, dt, label);
+    this.write(t, data);
+    return t;
+  }
+
+  /** Writes CPU data into a tensor (flushes recorded work first; see the ordering rule above). */
+  write(target: Tensor, data: ArrayLike<number> | ArrayBufferView, elementOffset = 0): void {
+    this.assertAlive();
+    const view = toTypedArray(data, target.dtype);
+    if (elementOffset + view.length > target.size) {
+      throw new Error(
+        `write of ${view.length} elements at ${elementOffset} overflows ${target.toString()} (${target.size} elements)`,
+      );
+    }
+    this.flush();
+    const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+    const byteOffset = elementOffset * (view.BYTES_PER_ELEMENT ?? 4);
+    // writeBuffer needs 4-byte multiples: pad a trailing odd f16.
+    if (bytes.byteLength % 4 !== 0 || byteOffset % 4 !== 0) {
+      if (byteOffset % 4 !== 0) throw new Error('f16 writes must start at an even element offset');
+      const padded = new Uint8Array(Math.ceil(bytes.byteLength / 4) * 4);
+      padded.set(bytes);
+      this.device.queue.writeBuffer(target.buffer, byteOffset, padded);
+    } else {
+      this.device.queue.writeBuffer(target.buffer, byteOffset, bytes as Uint8Array<ArrayBuffer>);
+    }
+  }
+
+  /** Copies bytes between tensors, ordered with recorded dispatches. */
+  copy(src: Tensor | TensorView, dst: Tensor | TensorView, bytes?: number): void {
+    const s = resolveBinding(src);
+    const d = resolveBinding(dst);
+    const n = bytes ?? Math.min(s.size, d.size);
+    this.endPass();
+    this.openEncoder().copyBufferToBuffer(s.buffer, s.offset, d.buffer, d.offset, n);
+  }
+
+  // ---------------------------------------------------------------- kernels and dispatch
+
+  /** A compiled pipeline, cached by source, entry point and override constants. */
+  kernel(spec: KernelSpec): Kernel {
+    this.assertAlive();
+    const entryPoint = spec.entryPoint ?? 'main';
+    const constKey = spec.constants ? JSON.stringify(Object.entries(spec.constants).sort()) : '';
+    const key = `${spec.name}\u0000${entryPoint}\u0000${constKey}\u0000${spec.code}`;
+    const cached = this.kernels.get(key);
+    if (cached) return cached;
+    const module = this.device.createShaderModule({ code: spec.code, label: spec.name });
+    const compiled = module.getCompilationInfo().then((info) => {
+      const messages = info.messages.map((m) => ({
+        type: m.type,
+        line: m.lineNum,
+        column: m.linePos,
+        text: m.message,
+      }));
+      return messages.some((m) => m.type === 'error')
+        ? new ShaderCompileError(spec.name, messages, spec.code)
+        : null;
+    });
+    this.device.pushErrorScope('validation');
+    const pipeline = this.device.createComputePipeline({
+      layout: 'auto',
+      compute: { module, entryPoint, constants: spec.constants },
+      label: `${spec.name}:${entryPoint}`,
+    });
+    const pipelineError = this.device
+      .popErrorScope()
+      .then((e) =>
+        e ? new GpuValidationError(`creating pipeline ${spec.name}:${entryPoint}: ${e.message}`) : null,
+      );
+    // A compile error explains a pipeline error better, so report it first.
+    this.pendingErrors.push(compiled.then(async (c) => c ?? (await pipelineError)));
+    const kernel: Kernel = { id: this.kernels.size + 1, name: spec.name, entryPoint, pipeline };
+    this.kernels.set(key, kernel);
+    this.counters.kernels++;
+    return kernel;
+  }
+
+  /**
+   * A uniform buffer holding `values`, one 4-byte slot each, typed by `types` ('u' u32, 'i' i32,
+   * 'f' f32), e.g. uniform('uuuf', [M, N, K, alpha]). Cached by content: steady-state is free.
+   */
+  uniform(types: string, values: readonly number[]): GPUBuffer {
+    if (types.length !== values.length)
+      throw new Error(`uniform: ${types.length} types for ${values.length} values`);
+    const slots = Math.max(4, Math.ceil(values.length / 4) * 4); // uniform structs round to 16 bytes
+    const data = new ArrayBuffer(slots * 4);
+    const u = new Uint32Array(data);
+    const i = new Int32Array(data);
+    const f = new Float32Array(data);
+    for (let k = 0; k < values.length; k++) {
+      const t = types[k];
+      if (t === 'u') u[k] = values[k] >>> 0;
+      else if (t === 'i') i[k] = values[k] | 0;
+      else if (t === 'f') f[k] = values[k];
+      else throw new Error(`uniform: unknown slot type "${t}" (use u, i or f)`);
+    }
+    const key = Array.from(u).join(',');
+    const hit = this.uniforms.get(key);
+    if (hit) {
+      // Refresh LRU position.
+      this.uniforms.delete(key);
+      this.uniforms.set(key, hit);
+      return hit;
+    }
+    const buffer = this.device.createBuffer({
+      size: data.byteLength,
+      usage: GPUBufferUsage.UNIFORM,
+      mappedAtCreation: true,
+    });
+    new Uint32Array(buffer.getMappedRange()).set(u);
+    buffer.unmap();
+    this.uniforms.set(key, buffer);
+    if (this.uniforms.size > 4096) {
+      // Evicted uniforms may still be referenced by recorded work: drop them only after a flush.
+      this.flush();
+      const oldest = this.uniforms.keys().next().value as string;
+      this.uniforms.get(oldest)?.destroy();
+      this.uniforms.delete(oldest);
+      this.bindGroups.clear();
+    }
+    return buffer;
+  }
+
+  /**
+   * Records one dispatch. `bindings[i]` is bound at @binding(i) of group 0; each entry point should
+   * use a contiguous 0..n-1 range (layouts are derived from the entry point). `cost` is a rough work
+   * estimate (e.g. FLOPs) used only to predict wait times.
+   */
+  dispatch(
+    kernel: Kernel,
+    bindings: ReadonlyArray<Bindable | undefined>,
+    workgroups: Workgroups,
+    cost?: number,
+  ): void {
+    this.assertAlive();
+    const [x, y = 1, z = 1] = workgroups;
+    const maxWg = this.limits.maxComputeWorkgroupsPerDimension;
+    if (x > maxWg || y > maxWg || z > maxWg) {
+      throw new GpuLimitError(
+        `${kernel.name}:${kernel.entryPoint} asks for [${x}, ${y}, ${z}] workgroups; this adapter allows ${maxWg} per dimension`,
+      );
+    }
+    if (x === 0 || y === 0 || z === 0) return; // an empty problem: nothing to do
+    const bindGroup = this.bindGroupFor(kernel, bindings);
+    const pass = this.openPass();
+    pass.setPipeline(kernel.pipeline);
+    pass.setBindGroup(0, bindGroup);
+    pass.dispatchWorkgroups(x, y, z);
+    this.recorded++;
+    this.recordedCost += cost ?? x * y * z * 64;
+    this.counters.dispatches++;
+    if (this.recorded >= this.maxDispatchesPerSubmit) this.flush();
+  }
+
+  private bindGroupFor(kernel: Kernel, bindings: ReadonlyArray<Bindable | undefined>): GPUBindGroup {
+    const entries: GPUBindGroupEntry[] = [];
+    let key = `${kernel.id}`;
+    const align = this.limits.minStorageBufferOffsetAlignment;
+    const maxBinding = this.limits.maxStorageBufferBindingSize;
+    for (let i = 0; i < bindings.length; i++) {
+      const b = bindings[i];
+      if (b === undefined) continue;
+      const { buffer, offset, size } = resolveBinding(b);
+      if (offset % align !== 0) {
+        throw new GpuLimitError(
+          `${kernel.name}: binding ${i} starts at byte ${offset}, not a multiple of the adapter's ${align}-byte offset alignment`,
+        );
+      }
+      if (size > maxBinding && (buffer.usage & GPUBufferUsage.STORAGE) !== 0) {
+        throw new GpuLimitError(
+          `${kernel.name}: binding ${i} is ${formatBytes(size)}, over this adapter's maxStorageBufferBindingSize (${formatBytes(maxBinding)}); chunk it`,
+        );
+      }
+      key += `|${i}:${this.bufferId(buffer)}:${offset}:${size}`;
+      entries.push({ binding: i, resource: { buffer, offset, size } });
+    }
+    let group = this.bindGroups.get(key);
+    if (!group) {
+      group = this.device.createBindGroup({ layout: kernel.pipeline.getBindGroupLayout(0), entries });
+      if (this.bindGroups.size > 8192) this.bindGroups.clear();
+      this.bindGroups.set(key, group);
+    }
+    return group;
+  }
+
+  private openEncoder(): GPUCommandEncoder {
+    if (!this.encoder) {
+      this.device.pushErrorScope('validation');
+      this.device.pushErrorScope('out-of-memory');
+      this.encoder = this.device.createCommandEncoder();
+    }
+    return this.encoder;
+  }
+
+  private openPass(): GPUComputePassEncoder {
+    if (!this.pass) this.pass = this.openEncoder().beginComputePass();
+    return this.pass;
+  }
+
+  private endPass(): void {
+    if (this.pass) {
+      this.pass.end();
+      this.pass = null;
+    }
+  }
+
+  /** Submits everything recorded so far (does not wait). */
+  flush(): void {
+    if (!this.encoder) return;
+    this.endPass();
+    const commands = this.encoder.finish();
+    this.encoder = null;
+    this.device.queue.submit([commands]);
+    this.watch(this.device.popErrorScope(), 'submitted GPU work');
+    this.watch(this.device.popErrorScope(), 'submitted GPU work');
+    this.counters.submits++;
+    if (this.unsyncedCost === 0) this.firstUnsyncedSubmit = performance.now();
+    this.unsyncedCost += this.recordedCost;
+    this.recorded = 0;
+    this.recordedCost = 0;
+  }
+
+  private watch(scope: Promise<GPUError | null>, what: string): void {
+    this.pendingErrors.push(scope.then((e) => (e ? toGpuError(e, what) : null)));
+  }
+
+  /** Throws the first error any earlier GPU call produced (compile, validation, OOM, uncaptured). */
+  async checkErrors(): Promise<void> {
+    const pending = this.pendingErrors;
+    this.pendingErrors = [];
+    const results = await Promise.all(pending);
+    const first = results.find((e) => e !== null) ?? this.uncapturedError;
+    this.uncapturedError = null;
+    if (first) throw first;
+  }
+
+  /** Sleeps for most of the predicted GPU time first (Node), then waits for `work`. */
+  private async waitFor<T>(work: () => Promise<T>, what: string): Promise<T> {
+    const start = this.firstUnsyncedSubmit || performance.now();
+    if (this.sleepBeforeWait && this.unsyncedCost > 0 && Number.isFinite(this.costPerMs)) {
+      const remaining = (0.85 * this.unsyncedCost) / this.costPerMs - (performance.now() - start);
+      if (remaining > 2) await sleep(Math.min(remaining, this.timeoutMs));
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new GpuTimeoutError(what, this.timeoutMs)), this.timeoutMs);
+    });
+    try {
+      const result = await Promise.race([work(), this.lostPromise, timeout]);
+      const elapsed = performance.now() - start;
+      if (this.unsyncedCost > 0 && elapsed > 1) {
+        const rate = this.unsyncedCost / elapsed;
+        this.costPerMs = Number.isFinite(this.costPerMs) ? 0.7 * this.costPerMs + 0.3 * rate : rate;
+      }
+      this.unsyncedCost = 0;
+      this.firstUnsyncedSubmit = 0;
+      return result;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Submits recorded work and waits until the GPU has finished it; throws any pending GPU error. */
+  async sync(): Promise<void> {
+    this.assertAlive();
+    this.flush();
+    await this.waitFor(() => this.device.queue.onSubmittedWorkDone(), 'GPU work (sync)');
+    await this.checkErrors();
+  }
+
+  async read(t: Tensor | TensorView): Promise<Float32Array | Uint16Array | Uint32Array | Int32Array> {
+    const [out] = await this.readMany([t]);
+    return out;
+  }
+
+  /** Reads a float32 tensor (throws for other dtypes, so callers never misread bits). */
+  async readF32(t: Tensor): Promise<Float32Array> {
+    if (t.dtype !== 'f32') throw new Error(`readF32 on ${t.toString()}`);
+    return (await this.read(t)) as Float32Array;
+  }
+
+  /** Reads several tensors with one submit and one wait. */
+  async readMany(
+    list: ReadonlyArray<Tensor | TensorView>,
+  ): Promise<Array<Float32Array | Uint16Array | Uint32Array | Int32Array>> {
+    this.assertAlive();
+    this.endPass();
+    const encoder = this.openEncoder();
+    const staged = list.map((t) => {
+      const { buffer, offset, size } = resolveBinding(t);
+      const staging = this.acquireStaging(size);
+      encoder.copyBufferToBuffer(buffer, offset, staging, 0, size);
+      const tensor = 'tensor' in t ? t.tensor : t;
+      // A whole tensor reads back exactly `size` elements (an odd f16 count has 2 bytes of padding).
+      const count = 'tensor' in t ? Math.floor(size / DTYPE_BYTES[tensor.dtype]) : t.size;
+      return { staging, size, dtype: tensor.dtype, count };
+    });
+    this.flush();
+    this.counters.readbacks++;
+    try {
+      await this.waitFor(
+        () => Promise.all(staged.map((s) => s.staging.mapAsync(GPUMapMode.READ, 0, s.size))),
+        `reading back ${list.length} tensor(s)`,
+      );
+    } catch (e) {
+      // A failed map leaves buffers unusable for mapping; drop them rather than pool them.
+      for (const s of staged) s.staging.destroy();
+      await this.checkErrors();
+      throw e;
+    }
+    const out = staged.map((s) => {
+      const bytes = s.staging.getMappedRange(0, s.size).slice(0);
+      s.staging.unmap();
+      this.releaseStaging(s.staging);
+      return fromBytes(bytes, s.dtype, s.count);
+    });
+    await this.checkErrors();
+    return out;
+  }
+
+  private acquireStaging(bytes: number): GPUBuffer {
+    const size = poolBucketSize(bytes);
+    const hit = this.freeStaging.get(size)?.pop();
+    if (hit) return hit;
+    return this.device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  }
+
+  private releaseStaging(buffer: GPUBuffer): void {
+    let list = this.freeStaging.get(buffer.size);
+    if (!list) {
+      list = [];
+      this.freeStaging.set(buffer.size, list);
+    }
+    if (list.length < 8) list.push(buffer);
+    else buffer.destroy();
+  }
+
+  /** Frees everything; the Gpu object is unusable afterwards. */
+  destroy(): void {
+    this.encoder = null;
+    this.pass = null;
+    this.device.destroy();
+    // Let Node exit: Dawn keeps the process alive while its instance is referenced.
+    void this.navigatorGpu;
+  }
+}
+
+function resolveBinding(b: Bindable): { buffer: GPUBuffer; offset: number; size: number } {
+  if (b instanceof Tensor) return { buffer: b.buffer, offset: 0, size: b.byteSize };
+  if ('tensor' in b) {
+    if (b.offset + b.size > b.tensor.byteSize) {
+      throw new Error(
+        `view [${b.offset}, ${b.offset + b.size}) is outside ${b.tensor.toString()} (${b.tensor.byteSize} bytes)`,
+      );
+    }
+    return { buffer: b.tensor.buffer, offset: b.offset, size: b.size };
+  }
+  return { buffer: b, offset: 0, size: b.size };
+}
+
+function inferDType(data: ArrayLike<number>): DType {
+  if (data instanceof Uint32Array) return 'u32';
+  if (data instanceof Int32Array) return 'i32';
+  if (data instanceof Uint16Array) return 'f16';
+  return 'f32';
+}
+
+function toTypedArray(
+  data: ArrayLike<number> | ArrayBufferView,
+  dtype: DType,
+): Float32Array | Uint32Array | Int32Array | Uint16Array {
+  const want = { f32: Float32Array, u32: Uint32Array, i32: Int32Array, f16: Uint16Array }[dtype];
+  if (data instanceof want) return data;
+  if (ArrayBuffer.isView(data)) {
+    if (data instanceof DataView) throw new Error('write: DataView is not supported; pass a typed array');
+    return want.from(data as unknown as ArrayLike<number>);
+  }
+  return want.from(data as ArrayLike<number>);
+}
+
+function fromBytes(
+  bytes: ArrayBuffer,
+  dtype: DType,
+  count: number,
+): Float32Array | Uint16Array | Uint32Array | Int32Array {
+  switch (dtype) {
+    case 'f32':
+      return new Float32Array(bytes, 0, count);
+    case 'u32':
+      return new Uint32Array(bytes, 0, count);
+    case 'i32':
+      return new Int32Array(bytes, 0, count);
+    case 'f16':
+      return new Uint16Array(bytes, 0, count);
+  }
+}
+
+function toGpuError(e: GPUError, what: string): GpuError {
+  const name = (e as { constructor?: { name?: string } }).constructor?.name ?? '';
+  if (name.includes('OutOfMemory')) return new GpuOutOfMemoryError(`${what}: ${e.message}`);
+  return new GpuValidationError(`${what}: ${e.message}`);
+}

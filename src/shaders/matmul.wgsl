@@ -1,0 +1,148 @@
+// Batched fp32 matmul:  C[b] = alpha * op(A[b]) · op(B[b]) + beta * C[b]
+//   op(A): [M, K]   A stored [M, K] (TRANS_A = false) or [K, M] (TRANS_A = true)
+//   op(B): [K, N]   B stored [K, N] (TRANS_B = false) or [N, K] (TRANS_B = true)
+//   C:     [M, N]   row-major; batch b at offsets b*strideA, b*strideB, b*strideC (elements)
+// A backward pass needs all three layouts: forward x·Wᵀ (NT), dX = dY·W (NN), dW = dYᵀ·x (TN).
+// beta is 0 (overwrite) or 1 (accumulate, e.g. gradients over micro-batches); with beta = 0 the
+// old C is never read, so garbage or NaN in a pooled buffer cannot leak in.
+//
+// Two entry points, chosen per adapter by the TS wrapper:
+//  - matmul_regblock: each invocation owns a 4x4 block of C, reads A and B straight from storage,
+//    no workgroup memory, no barriers. Fastest on CPU adapters (lavapipe, SwiftShader), where
+//    barriers and workgroup memory are expensive.
+//  - matmul_tiled: 64x64 tiles of C per workgroup, 16-deep K slices staged in workgroup memory,
+//    each invocation owns a 4x4 block. The usual shape for real GPUs.
+// Out-of-range rows/columns are clamped on load (valid memory, result discarded on store) so the
+// inner loops have no branches; any M, N, K works, not only tile multiples.
+
+struct Params {
+  M: u32,
+  N: u32,
+  K: u32,
+  batch: u32,
+  strideA: u32,
+  strideB: u32,
+  strideC: u32,
+  alpha: f32,
+  beta: f32,
+}
+
+@group(0) @binding(0) var<storage, read> A: array<f32>;
+@group(0) @binding(1) var<storage, read> B: array<f32>;
+@group(0) @binding(2) var<storage, read_write> C: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+override TRANS_A: bool = false;
+override TRANS_B: bool = false;
+
+fn a_index(base: u32, m: u32, k: u32) -> u32 {
+  if (TRANS_A) { return base + k * p.M + m; }
+  return base + m * p.K + k;
+}
+
+fn b_index(base: u32, k: u32, n: u32) -> u32 {
+  if (TRANS_B) { return base + n * p.K + k; }
+  return base + k * p.N + n;
+}
+
+fn store(base: u32, m: u32, n: u32, acc: f32) {
+  if (m < p.M && n < p.N) {
+    let i = base + m * p.N + n;
+    var v = p.alpha * acc;
+    if (p.beta != 0.0) { v += p.beta * C[i]; }
+    C[i] = v;
+  }
+}
+
+@compute @workgroup_size(8, 8, 1)
+fn matmul_regblock(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let b = gid.z;
+  let m0 = gid.y * 4u;
+  let n0 = gid.x * 4u;
+  if (m0 >= p.M || n0 >= p.N) { return; }
+  let baseA = b * p.strideA;
+  let baseB = b * p.strideB;
+  let mLast = p.M - 1u;
+  let nLast = p.N - 1u;
+  let r0 = m0; let r1 = min(m0 + 1u, mLast); let r2 = min(m0 + 2u, mLast); let r3 = min(m0 + 3u, mLast);
+  let c0 = n0; let c1 = min(n0 + 1u, nLast); let c2 = min(n0 + 2u, nLast); let c3 = min(n0 + 3u, nLast);
+  var acc0 = vec4<f32>(0.0);
+  var acc1 = vec4<f32>(0.0);
+  var acc2 = vec4<f32>(0.0);
+  var acc3 = vec4<f32>(0.0);
+  for (var k = 0u; k < p.K; k++) {
+    let a = vec4<f32>(A[a_index(baseA, r0, k)], A[a_index(baseA, r1, k)], A[a_index(baseA, r2, k)], A[a_index(baseA, r3, k)]);
+    let bv = vec4<f32>(B[b_index(baseB, k, c0)], B[b_index(baseB, k, c1)], B[b_index(baseB, k, c2)], B[b_index(baseB, k, c3)]);
+    acc0 += a.x * bv;
+    acc1 += a.y * bv;
+    acc2 += a.z * bv;
+    acc3 += a.w * bv;
+  }
+  let baseC = b * p.strideC;
+  for (var j = 0u; j < 4u; j++) {
+    store(baseC, m0, n0 + j, acc0[j]);
+    store(baseC, m0 + 1u, n0 + j, acc1[j]);
+    store(baseC, m0 + 2u, n0 + j, acc2[j]);
+    store(baseC, m0 + 3u, n0 + j, acc3[j]);
+  }
+}
+
+const BM = 64u;
+const BN = 64u;
+const BK = 16u;
+var<workgroup> tileA: array<f32, 1024>; // [BK][BM]
+var<workgroup> tileB: array<f32, 1024>; // [BK][BN]
+
+@compute @workgroup_size(16, 16, 1)
+fn matmul_tiled(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(local_invocation_id) lid: vec3<u32>,
+  @builtin(local_invocation_index) li: u32,
+) {
+  let b = wid.z;
+  let baseA = b * p.strideA;
+  let baseB = b * p.strideB;
+  let rowTile = wid.y * BM;
+  let colTile = wid.x * BN;
+  let mLast = p.M - 1u;
+  let nLast = p.N - 1u;
+  var acc: array<vec4<f32>, 4>;
+  for (var i = 0u; i < 4u; i++) { acc[i] = vec4<f32>(0.0); }
+  for (var k0 = 0u; k0 < p.K; k0 += BK) {
+    // 256 invocations stage 1024 values of each tile, 4 each. Out-of-range K reads as 0.
+    for (var s = 0u; s < 4u; s++) {
+      let e = li + s * 256u;
+      let kk = e / BM;
+      let mm = e % BM;
+      let k = k0 + kk;
+      var av = 0.0;
+      var bv = 0.0;
+      if (k < p.K) {
+        av = A[a_index(baseA, min(rowTile + mm, mLast), k)];
+        bv = B[b_index(baseB, k, min(colTile + mm, nLast))];
+      }
+      tileA[kk * BM + mm] = av;
+      tileB[kk * BN + mm] = bv;
+    }
+    workgroupBarrier();
+    for (var kk = 0u; kk < BK; kk++) {
+      let a = vec4<f32>(tileA[kk * BM + lid.y * 4u], tileA[kk * BM + lid.y * 4u + 1u],
+                        tileA[kk * BM + lid.y * 4u + 2u], tileA[kk * BM + lid.y * 4u + 3u]);
+      let bv = vec4<f32>(tileB[kk * BN + lid.x * 4u], tileB[kk * BN + lid.x * 4u + 1u],
+                         tileB[kk * BN + lid.x * 4u + 2u], tileB[kk * BN + lid.x * 4u + 3u]);
+      acc[0] += a.x * bv;
+      acc[1] += a.y * bv;
+      acc[2] += a.z * bv;
+      acc[3] += a.w * bv;
+    }
+    workgroupBarrier();
+  }
+  let baseC = b * p.strideC;
+  let m0 = rowTile + lid.y * 4u;
+  let n0 = colTile + lid.x * 4u;
+  for (var i = 0u; i < 4u; i++) {
+    for (var j = 0u; j < 4u; j++) {
+      store(baseC, m0 + i, n0 + j, acc[i][j]);
+    }
+  }
+}

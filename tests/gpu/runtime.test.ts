@@ -1,0 +1,100 @@
+import { describe, expect, it } from 'vitest';
+import { GpuLimitError, ShaderCompileError } from '../../src/gpu/errors.ts';
+import { poolBucketSize } from '../../src/gpu/runtime.ts';
+import { getTestGpu } from '../helpers/gpu.ts';
+
+describe('gpu runtime', () => {
+  it('reports the adapter and requests its real limits', async () => {
+    const gpu = await getTestGpu();
+    expect(['gpu', 'lavapipe', 'swiftshader', 'software']).toContain(gpu.report.kind);
+    expect(gpu.limits.maxStorageBufferBindingSize).toBeGreaterThanOrEqual(128 * 1024 * 1024);
+    expect(gpu.limits.maxStorageBufferBindingSize).toBe(gpu.device.limits.maxStorageBufferBindingSize);
+    expect(gpu.hasF16).toBe(gpu.report.features.includes('shader-f16'));
+  });
+
+  it('round-trips f32, u32, i32 and f16 bits through upload and readback', async () => {
+    const gpu = await getTestGpu();
+    const f = gpu.upload(new Float32Array([1.5, -2, Number.POSITIVE_INFINITY]), [3]);
+    const u = gpu.upload(new Uint32Array([0, 1, 0xffffffff]), [3]);
+    const i = gpu.upload(new Int32Array([-7, 0, 7]), [3]);
+    const h = gpu.upload(new Uint16Array([0x3c00, 0xc000, 0x7c00]), [3], 'f16'); // odd count: padded
+    const [rf, ru, ri, rh] = await gpu.readMany([f, u, i, h]);
+    expect(Array.from(rf)).toEqual([1.5, -2, Number.POSITIVE_INFINITY]);
+    expect(Array.from(ru)).toEqual([0, 1, 0xffffffff]);
+    expect(Array.from(ri)).toEqual([-7, 0, 7]);
+    expect(Array.from(rh)).toEqual([0x3c00, 0xc000, 0x7c00]);
+  });
+
+  it('pools buffers: a released tensor is reused, writes after release are ordered', async () => {
+    const gpu = await getTestGpu();
+    const before = gpu.stats;
+    const a = gpu.upload(new Float32Array(100).fill(1), [100]);
+    const snapshotA = gpu.readF32(a);
+    a.release();
+    const b = gpu.upload(new Float32Array(100).fill(2), [100]);
+    expect(gpu.stats.buffersReused).toBeGreaterThan(before.buffersReused);
+    expect(Array.from(await snapshotA).every((x) => x === 1)).toBe(true);
+    expect(Array.from(await gpu.readF32(b)).every((x) => x === 2)).toBe(true);
+    expect(() => a.buffer).toThrow(/used after release/);
+  });
+
+  it('zero-fills and copies in order with dispatches', async () => {
+    const gpu = await getTestGpu();
+    const src = gpu.upload(new Float32Array([1, 2, 3, 4]), [4]);
+    const dst = gpu.upload(new Float32Array([9, 9, 9, 9]), [4]);
+    gpu.copy(src, dst);
+    gpu.fill0(src);
+    const [s, d] = await gpu.readMany([src, dst]);
+    expect(Array.from(s)).toEqual([0, 0, 0, 0]);
+    expect(Array.from(d)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('turns a WGSL compile error into a ShaderCompileError with the line', async () => {
+    const gpu = await getTestGpu();
+    gpu.kernel({
+      name: 'broken.wgsl',
+      code: '@compute @workgroup_size(1)\nfn main() {\n  let x: f32 = nope;\n}\n',
+    });
+    const err = await gpu.checkErrors().catch((e) => e);
+    expect(err).toBeInstanceOf(ShaderCompileError);
+    expect(String(err.message)).toMatch(/broken\.wgsl:3/);
+  });
+
+  it('rejects a binding at a misaligned offset and workgroup counts over the limit', async () => {
+    const gpu = await getTestGpu();
+    const t = gpu.zeros([1024]);
+    const k = gpu.kernel({
+      name: 'copy.wgsl',
+      code: '@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n@compute @workgroup_size(1) fn main() { x[0] = 1.0; }',
+    });
+    expect(() => gpu.dispatch(k, [{ tensor: t, offset: 4, size: 16 }], [1])).toThrow(GpuLimitError);
+    expect(() => gpu.dispatch(k, [t], [gpu.limits.maxComputeWorkgroupsPerDimension + 1])).toThrow(
+      /workgroups/,
+    );
+    gpu.dispatch(k, [t], [1]);
+    expect((await gpu.readF32(t))[0]).toBe(1);
+  });
+
+  it('surfaces a validation error (binding a too-small buffer) at the next sync, then recovers', async () => {
+    const gpu = await getTestGpu();
+    const k = gpu.kernel({
+      name: 'needs-big.wgsl',
+      code: '@group(0) @binding(0) var<storage, read_write> x: array<vec4<f32>, 64>;\n@compute @workgroup_size(1) fn main() { x[0] = vec4<f32>(1.0); }',
+    });
+    const small = gpu.zeros([4]);
+    gpu.dispatch(k, [small], [1]);
+    await expect(gpu.sync()).rejects.toThrow(/validation/i);
+    const ok = gpu.upload(new Float32Array([5]), [1]);
+    expect((await gpu.readF32(ok))[0]).toBe(5);
+  });
+
+  it('buckets pool sizes with bounded waste', () => {
+    expect(poolBucketSize(1)).toBe(256);
+    expect(poolBucketSize(1000)).toBe(1024);
+    for (const n of [70_000, 1_000_003, 123_456_789]) {
+      const b = poolBucketSize(n);
+      expect(b).toBeGreaterThanOrEqual(n);
+      expect(b / n).toBeLessThan(1.13);
+    }
+  });
+});
