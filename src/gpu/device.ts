@@ -50,7 +50,8 @@ const LIMITS_TO_REQUEST = [
   'maxBindGroups',
 ] as const;
 
-const FEATURES_TO_REQUEST: GPUFeatureName[] = ['shader-f16', 'timestamp-query', 'subgroups'];
+// 'subgroups' is newer than some @webgpu/types releases, hence the cast.
+const FEATURES_TO_REQUEST = ['shader-f16', 'timestamp-query', 'subgroups'] as GPUFeatureName[];
 
 const isNode = typeof process !== 'undefined' && !!process.versions?.node && typeof window === 'undefined';
 
@@ -117,6 +118,12 @@ interface DawnModule {
 let dawnModule: DawnModule | null = null;
 // The Dawn instance must stay referenced while in use (its lifetime ends when the GPU object goes).
 const liveDawnInstances: GPU[] = [];
+
+/** Drops the runtime's reference to a Dawn instance so the Node process can exit. */
+export function releaseDawnInstance(gpu: GPU): void {
+  const i = liveDawnInstances.indexOf(gpu);
+  if (i >= 0) liveDawnInstances.splice(i, 1);
+}
 
 async function loadDawn(): Promise<DawnModule> {
   if (dawnModule) return dawnModule;

@@ -17,7 +17,13 @@
 // steals a core from the adapter itself. So in Node the runtime first sleeps for most of the
 // predicted GPU time (an estimate learned from previous waits) and only then starts waiting.
 
-import { type AcquiredDevice, type AcquireOptions, type AdapterReport, acquireDevice } from './device.ts';
+import {
+  type AcquiredDevice,
+  type AcquireOptions,
+  type AdapterReport,
+  acquireDevice,
+  releaseDawnInstance,
+} from './device.ts';
 import {
   DeviceLostError,
   formatBytes,
@@ -97,7 +103,8 @@ export class Gpu {
   readonly hasSubgroups: boolean;
   readonly hasTimestamps: boolean;
   readonly timeoutMs: number;
-  private readonly navigatorGpu: GPU;
+  /** The WebGPU entry object (navigator.gpu, or Dawn's in Node), e.g. for tfjs on the same adapter. */
+  readonly api: GPU;
   private readonly sleepBeforeWait: boolean;
   private readonly maxDispatchesPerSubmit: number;
 
@@ -143,7 +150,7 @@ export class Gpu {
   constructor(acquired: AcquiredDevice, options: GpuOptions = {}) {
     this.device = acquired.device;
     this.adapter = acquired.adapter;
-    this.navigatorGpu = acquired.gpu;
+    this.api = acquired.gpu;
     this.report = acquired.report;
     this.hasF16 = this.device.features.has('shader-f16');
     this.hasSubgroups = this.device.features.has('subgroups');
@@ -605,7 +612,7 @@ export class Gpu {
     this.pass = null;
     this.device.destroy();
     // Let Node exit: Dawn keeps the process alive while its instance is referenced.
-    void this.navigatorGpu;
+    releaseDawnInstance(this.api);
   }
 }
 

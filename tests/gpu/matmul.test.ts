@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type MatmulVariant, matmul } from '../../src/gpu/kernels/matmul.ts';
 import { matmulRef, maxRelativeError } from '../../src/gpu/reference/matmul.ts';
+import type { Tensor } from '../../src/gpu/tensor.ts';
 import { getTestGpu, randomArray } from '../helpers/gpu.ts';
 
 // [M, N, K]: degenerate, odd, prime, tile multiples and one larger square-ish shape.
@@ -28,8 +29,8 @@ describe.each<MatmulVariant>(['regblock', 'tiled'])('matmul (%s)', (variant) => 
     const label = `${transA ? 'Aᵀ' : 'A'}·${transB ? 'Bᵀ' : 'B'}`;
     it(`${label} matches the CPU reference on ${SHAPES.length} shapes (rel err <= 1e-4)`, async () => {
       const gpu = await getTestGpu();
-      const outs = [];
-      const refs = [];
+      const outs: Tensor[] = [];
+      const refs: Float32Array[] = [];
       for (const [M, N, K] of SHAPES) {
         const a = randomArray(M * K, M * 1000 + K);
         const b = randomArray(K * N, N * 7 + K);
