@@ -106,6 +106,8 @@ async function requestDevice(gpu: GPU, adapter: GPUAdapter, source: string): Pro
   }
   // Report what the device actually got, which is what kernels may rely on.
   for (const name of LIMITS_TO_REQUEST) report.limits[name] = Number(device.limits[name]);
+  // Not requested, so the device keeps the default (256) even where the adapter allows less (16).
+  report.limits.minStorageBufferOffsetAlignment = Number(device.limits.minStorageBufferOffsetAlignment);
   report.features = [...device.features].map(String).sort();
   return { gpu, adapter, device, report };
 }
