@@ -1,0 +1,183 @@
+// The Qwen tokenizer and chat template, built from a checkpoint's own tokenizer.json and
+// tokenizer_config.json: no network, no files fetched by the library.
+//
+// Tokenization and template rendering are transformers.js' (`Qwen2Tokenizer`, the same class
+// AutoTokenizer picks for Qwen's tokenizer_class, and its Jinja engine), so prompts come out exactly
+// as Python transformers' `apply_chat_template` renders them. The template is the one in
+// tokenizer_config.json: Qwen3's (with <think> handling) for Qwen3 files, Qwen2.5's for Qwen2.5 files.
+//
+// The agent-facing format (Qwen's Hermes-style function calling):
+//   <|im_start|>system\n<system text>\n\n# Tools\n\n...<tools>\n{tool json}\n</tools>\n\n...<|im_end|>\n
+//   <|im_start|>user\n<question><|im_end|>\n
+//   <|im_start|>assistant\n<tool_call>\n{"name": "search", "arguments": {...}}\n</tool_call><|im_end|>\n
+//   <|im_start|>user\n<tool_response>\n<result>\n</tool_response><|im_end|>\n
+//   <|im_start|>assistant\n
+
+import { env, type Message, Qwen2Tokenizer } from '@huggingface/transformers';
+import { TokenizerError } from '../model/errors.ts';
+import { tokenizerVocabSize } from './vocab.ts';
+
+/** Special and control tokens of the Qwen2.5 / Qwen3 vocabulary, with their fixed ids. */
+export const QWEN_TOKENS = {
+  endOfText: { text: '<|endoftext|>', id: 151643 }, // padding / document end
+  imStart: { text: '<|im_start|>', id: 151644 },
+  imEnd: { text: '<|im_end|>', id: 151645 }, // end of a chat turn: the chat models' EOS
+  toolCall: { text: '<tool_call>', id: 151657 },
+  toolCallEnd: { text: '</tool_call>', id: 151658 },
+  toolResponse: { text: '<tool_response>', id: 151665 }, // Qwen3 vocabulary only
+  toolResponseEnd: { text: '</tool_response>', id: 151666 }, // Qwen3 vocabulary only
+  think: { text: '<think>', id: 151667 }, // Qwen3 vocabulary only
+  thinkEnd: { text: '</think>', id: 151668 }, // Qwen3 vocabulary only
+} as const;
+
+export type QwenTokenName = keyof typeof QWEN_TOKENS;
+
+export interface ToolCall {
+  type?: 'function';
+  function: {
+    name: string;
+    /** An object (rendered with tojson) or an already-serialised JSON string (rendered as is). */
+    arguments: Record<string, unknown> | string;
+  };
+}
+
+export type ChatMessage =
+  | { role: 'system' | 'user'; content: string }
+  | { role: 'assistant'; content: string; tool_calls?: ToolCall[]; reasoning_content?: string }
+  | { role: 'tool'; content: string; name?: string };
+
+/** A function tool as OpenAI / HF describe it: JSON Schema parameters. */
+export interface ToolSpec {
+  type: 'function';
+  function: {
+    name: string;
+    description?: string;
+    parameters?: Record<string, unknown>;
+  };
+}
+
+export interface ChatTemplateOptions {
+  tools?: ToolSpec[];
+  /** End with '<|im_start|>assistant\n' so the model writes the next assistant turn. */
+  addGenerationPrompt?: boolean;
+  /** Qwen3 only: false adds an empty '<think>\n\n</think>\n\n' so the model answers without thinking. */
+  enableThinking?: boolean;
+}
+
+type Json = Record<string, unknown>;
+
+function parseJson(text: string | Json, file: string): Json {
+  if (typeof text !== 'string') return text;
+  try {
+    const v: unknown = JSON.parse(text);
+    if (typeof v === 'object' && v !== null && !Array.isArray(v)) return v as Json;
+  } catch (e) {
+    throw new TokenizerError(file, `not JSON (${(e as Error).message})`);
+  }
+  throw new TokenizerError(file, 'not a JSON object');
+}
+
+export class QwenTokenizer {
+  /** Token ids the tokenizer can produce (151,669 for Qwen3's, fewer than the 151,936 embedding rows). */
+  readonly vocabSize: number;
+  /** Token id ending a chat turn (config's eos_token, <|im_end|> for chat models). */
+  readonly eosTokenId: number;
+  /** Token id used for padding (<|endoftext|>). */
+  readonly padTokenId: number;
+  private readonly tokenizer: Qwen2Tokenizer;
+
+  private constructor(tokenizer: Qwen2Tokenizer, vocabSize: number) {
+    this.tokenizer = tokenizer;
+    this.vocabSize = vocabSize;
+    this.eosTokenId = tokenizer.eos_token_id;
+    this.padTokenId = tokenizer.pad_token_id;
+  }
+
+  /**
+   * Build from tokenizer.json and tokenizer_config.json (texts or parsed objects), e.g. a
+   * Checkpoint's tokenizerFiles. Refuses anything that is not a Qwen2 tokenizer.
+   */
+  static fromJSON(tokenizerJSON: string | Json, tokenizerConfig: string | Json): QwenTokenizer {
+    // We never want transformers.js to fetch anything; everything it needs is passed in.
+    env.allowRemoteModels = false;
+    const json = parseJson(tokenizerJSON, 'tokenizer.json');
+    const config = parseJson(tokenizerConfig, 'tokenizer_config.json');
+    const cls =
+      typeof config.tokenizer_class === 'string' ? config.tokenizer_class.replace(/Fast$/, '') : null;
+    if (cls !== 'Qwen2Tokenizer') {
+      throw new TokenizerError(
+        'tokenizer_config.json',
+        `tokenizer_class ${JSON.stringify(config.tokenizer_class)} is not Qwen2Tokenizer`,
+      );
+    }
+    if (typeof config.chat_template !== 'string') {
+      throw new TokenizerError('tokenizer_config.json', 'has no chat_template string');
+    }
+    const vocabSize = tokenizerVocabSize(json);
+    const tokenizer = new Qwen2Tokenizer(json, config);
+    for (const key of ['imStart', 'imEnd', 'endOfText', 'toolCall', 'toolCallEnd'] as const) {
+      const { text, id } = QWEN_TOKENS[key];
+      if (tokenizer.convert_tokens_to_ids(text) !== id) {
+        throw new TokenizerError(
+          'tokenizer.json',
+          `${text} is not token ${id}: not a Qwen2.5/Qwen3 vocabulary`,
+        );
+      }
+    }
+    return new QwenTokenizer(tokenizer, vocabSize);
+  }
+
+  /** From a checkpoint's tokenizer files (file name -> text). */
+  static fromFiles(files: ReadonlyMap<string, string>): QwenTokenizer {
+    const json = files.get('tokenizer.json');
+    const config = files.get('tokenizer_config.json');
+    if (json === undefined) throw new TokenizerError('tokenizer.json', 'missing from the checkpoint');
+    if (config === undefined)
+      throw new TokenizerError('tokenizer_config.json', 'missing from the checkpoint');
+    return QwenTokenizer.fromJSON(json, config);
+  }
+
+  /** Token ids of `text`. Special tokens written in the text (<|im_start|>...) become their ids. */
+  encode(text: string): number[] {
+    // Qwen adds no BOS/EOS (add_bos_token false), so add_special_tokens changes nothing; be explicit.
+    return this.tokenizer.encode(text, { add_special_tokens: false });
+  }
+
+  decode(ids: readonly number[], options: { skipSpecialTokens?: boolean } = {}): string {
+    if (ids.length === 0) return '';
+    return this.tokenizer.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false });
+  }
+
+  /** Id of a single token's text, or null if it is not one token of the vocabulary. */
+  tokenToId(token: string): number | null {
+    const id = this.tokenizer.get_vocab().get(token);
+    return id === undefined ? null : id;
+  }
+
+  /** Id of a named Qwen token, checked against this vocabulary (Qwen2.5 lacks <think>, <tool_response>). */
+  specialId(name: QwenTokenName): number {
+    const { text, id } = QWEN_TOKENS[name];
+    if (this.tokenToId(text) !== id) throw new TokenizerError('tokenizer.json', `has no ${text} token`);
+    return id;
+  }
+
+  /** The prompt text the chat template renders for `messages`. */
+  applyChatTemplate(messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): string {
+    if (messages.length === 0) throw new Error('applyChatTemplate: no messages');
+    const extra: Json = {};
+    if (options.enableThinking !== undefined) extra.enable_thinking = options.enableThinking;
+    // Our messages carry extra keys (tool_calls, reasoning_content) the template reads; the library's
+    // Message type names only role and content.
+    return this.tokenizer.apply_chat_template(messages as unknown as Message[], {
+      tools: options.tools && options.tools.length > 0 ? (options.tools as unknown as Json[]) : null,
+      add_generation_prompt: options.addGenerationPrompt ?? false,
+      tokenize: false,
+      ...extra,
+    }) as string;
+  }
+
+  /** Token ids of the rendered chat prompt. */
+  encodeChat(messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): number[] {
+    return this.encode(this.applyChatTemplate(messages, options));
+  }
+}
