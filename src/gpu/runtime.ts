@@ -130,6 +130,9 @@ export class Gpu {
   private costPerMs = Number.NaN;
   private unsyncedCost = 0;
   private firstUnsyncedSubmit = 0;
+  // A wait that includes a new pipeline's first use also times its compilation (seconds on lavapipe
+  // for a large kernel): learning from it would make every later wait oversleep.
+  private compiledSinceWait = false;
 
   private readonly counters: GpuStats = {
     liveBytes: 0,
@@ -175,6 +178,11 @@ export class Gpu {
 
   get stats(): GpuStats {
     return { ...this.counters };
+  }
+
+  /** Starts a new peak measurement: peakLiveBytes becomes the current live bytes. */
+  resetPeakMemory(): void {
+    this.counters.peakLiveBytes = this.counters.liveBytes;
   }
 
   // ---------------------------------------------------------------- buffers and tensors
@@ -343,6 +351,7 @@ export class Gpu {
     const kernel: Kernel = { id: this.kernels.size + 1, name: spec.name, entryPoint, pipeline };
     this.kernels.set(key, kernel);
     this.counters.kernels++;
+    this.compiledSinceWait = true;
     return kernel;
   }
 
@@ -508,23 +517,36 @@ export class Gpu {
   /** Sleeps for most of the predicted GPU time first (Node), then waits for `work`. */
   private async waitFor<T>(work: () => Promise<T>, what: string): Promise<T> {
     const start = this.firstUnsyncedSubmit || performance.now();
+    let slept = false;
     if (this.sleepBeforeWait && this.unsyncedCost > 0 && Number.isFinite(this.costPerMs)) {
       const remaining = (0.85 * this.unsyncedCost) / this.costPerMs - (performance.now() - start);
-      if (remaining > 2) await sleep(Math.min(remaining, this.timeoutMs));
+      if (remaining > 2) {
+        await sleep(Math.min(remaining, this.timeoutMs));
+        slept = true;
+      }
     }
+    const woke = performance.now();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new GpuTimeoutError(what, this.timeoutMs)), this.timeoutMs);
     });
     try {
       const result = await Promise.race([work(), this.lostPromise, timeout]);
-      const elapsed = performance.now() - start;
-      if (this.unsyncedCost > 0 && elapsed > 1) {
+      const now = performance.now();
+      const elapsed = now - start;
+      if (slept && now - woke < 2) {
+        // The work was already done when we woke: `elapsed` is our own sleep, not the GPU's time, and
+        // learning from it would confirm an underestimated rate forever. Halve the next sleep instead.
+        this.costPerMs *= 2;
+      } else if (this.unsyncedCost > 0 && elapsed > 20 && !this.compiledSinceWait) {
+        // Short waits are mostly submit/readback overhead (several ms on a loaded CPU), not throughput:
+        // a tiny job learned here would predict seconds of sleep for the next, larger one.
         const rate = this.unsyncedCost / elapsed;
         this.costPerMs = Number.isFinite(this.costPerMs) ? 0.7 * this.costPerMs + 0.3 * rate : rate;
       }
       this.unsyncedCost = 0;
       this.firstUnsyncedSubmit = 0;
+      this.compiledSinceWait = false;
       return result;
     } finally {
       clearTimeout(timer);
