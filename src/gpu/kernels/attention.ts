@@ -1,0 +1,365 @@
+// Thin wrapper over src/shaders/attention.wgsl: causal grouped-query self-attention (Qwen2/Qwen3),
+// forward, backward, and KV-cache decoding. Shape checks, output allocation, dispatch.
+//
+// Shapes (N = batch * T tokens, row-major; RoPE already applied to q and k):
+//   q [N, nHeads*headDim], k/v [N, nKvHeads*headDim], seg [N] u32 (0 = padding)
+//   o [N, nHeads*headDim], lse [N, nHeads]
+// Query i attends key j iff same batch row, j <= i and seg[j] == seg[i] != 0 (causal, left/right
+// padding and packed sequences in one rule). Padding queries output exactly 0.
+//
+// Memory: O(N·nH·hd) (q, k, v, o, gradients) plus O(N·nH) (lse, and D during the backward); nothing
+// grows as heads × T² × batch. The forward is an online softmax; the backward recomputes the
+// probabilities from q, k and lse in two passes: dQ (+ D = Σ dO·O) per query row, then dK/dV per
+// key row summing the nHeads/nKvHeads query heads of each kv head inside the kernel (no atomics).
+//
+// KV-cache decoding: createKvCache allocates k/v [B, maxLen, nKv*hd] and seg [B, maxLen];
+// kvCacheAppend writes the Tq newest tokens of every row at slots rowLen[b]-Tq .. rowLen[b]-1 (a
+// prefill is the same call with Tq = prompt length, and a right-padded row's next token simply
+// overwrites its first padding slot); attentionDecode then attends those Tq queries per row to
+// slots 0..rowLen[b]-1 of the cache with the same masking rule, which equals full attention over
+// the cache contents. Positions (for RoPE) are the caller's business: the kernel only uses slots.
+
+import attentionWgsl from '../../shaders/attention.wgsl?raw';
+import type { Gpu, Kernel } from '../runtime.ts';
+import { Tensor } from '../tensor.ts';
+
+/** Largest head dimension the kernels hold in registers (WGSL MAX_HD). */
+export const ATTENTION_MAX_HEAD_DIM = 128;
+const WG = 64; // workgroup size of every entry point
+
+export interface AttentionDims {
+  /** Batch rows B; N = seg.size tokens split into B rows of T = N / B. */
+  batch: number;
+  nHeads: number;
+  nKvHeads: number;
+  headDim: number;
+  /** Softmax scale; default 1/sqrt(headDim). */
+  scale?: number;
+}
+
+export interface AttentionForwardOptions extends AttentionDims {
+  out?: Tensor;
+  lse?: Tensor;
+}
+
+export interface AttentionBackwardOptions extends AttentionDims {
+  dq?: Tensor;
+  dk?: Tensor;
+  dv?: Tensor;
+}
+
+function shapeOf(t: Tensor): string {
+  return `[${t.shape.join(', ')}]`;
+}
+
+function checkHeads(fn: string, nHeads: number, nKvHeads: number, headDim: number): void {
+  for (const [name, x] of [
+    ['nHeads', nHeads],
+    ['nKvHeads', nKvHeads],
+    ['headDim', headDim],
+  ] as const) {
+    if (!Number.isInteger(x) || x < 1) throw new Error(`${fn}: ${name} must be a positive integer, got ${x}`);
+  }
+  if (nHeads % nKvHeads !== 0) {
+    throw new Error(`${fn}: nHeads (${nHeads}) must be a multiple of nKvHeads (${nKvHeads})`);
+  }
+  if (headDim > ATTENTION_MAX_HEAD_DIM || headDim % 4 !== 0) {
+    throw new Error(
+      `${fn}: headDim ${headDim} is not supported: the kernels need a multiple of 4 up to ${ATTENTION_MAX_HEAD_DIM}`,
+    );
+  }
+}
+
+/** Checks a [rows, width] activation (any leading shape whose last dim is `width`). */
+function checkMatrix(fn: string, name: string, t: Tensor, rows: number, width: number, what: string): void {
+  if (t.dtype !== 'f32') throw new Error(`${fn}: ${name} must be f32, got ${t.dtype}`);
+  if (t.size !== rows * width || t.shape.at(-1) !== width) {
+    throw new Error(`${fn}: ${name} is ${shapeOf(t)}, expected [${rows}, ${width}] (${what})`);
+  }
+}
+
+function checkSeg(fn: string, seg: Tensor, batch: number): { N: number; T: number } {
+  if (seg.dtype !== 'u32') throw new Error(`${fn}: seg must be u32 segment ids, got ${seg.dtype}`);
+  if (!Number.isInteger(batch) || batch < 1) throw new Error(`${fn}: batch must be a positive integer`);
+  const N = seg.size;
+  if (N % batch !== 0)
+    throw new Error(`${fn}: seg ${shapeOf(seg)} has ${N} tokens, not a multiple of batch ${batch}`);
+  return { N, T: N / batch };
+}
+
+function output(gpu: Gpu, given: Tensor | undefined, fn: string, name: string, shape: number[]): Tensor {
+  if (!given) return gpu.empty(shape, 'f32', `attention.${name}`);
+  const want = shape.reduce((a, b) => a * b, 1);
+  if (given.dtype !== 'f32' || given.size !== want) {
+    throw new Error(`${fn}: ${name} is ${shapeOf(given)} ${given.dtype}, expected [${shape.join(', ')}] f32`);
+  }
+  return given;
+}
+
+/** One pipeline per entry point serves every head size (hd is a uniform, see the .wgsl header). */
+function kernel(gpu: Gpu, entryPoint: string): Kernel {
+  return gpu.kernel({ name: 'attention.wgsl', code: attentionWgsl, entryPoint });
+}
+
+/** Workgroups covering `rows` rows of 64 on x (split over z past the per-dimension limit), y given. */
+function rowGrid(gpu: Gpu, rows: number, y: number): [number, number, number] {
+  const groups = Math.ceil(rows / WG);
+  const maxWg = gpu.limits.maxComputeWorkgroupsPerDimension;
+  const z = Math.ceil(groups / maxWg);
+  if (z > maxWg || y > maxWg)
+    throw new Error(`attention: ${rows} rows × ${y} heads is too large to dispatch`);
+  return [Math.ceil(groups / z), y, z];
+}
+
+function params(gpu: Gpu, nQ: number, Tq: number, S: number, d: AttentionDims): GPUBuffer {
+  const scale = d.scale ?? 1 / Math.sqrt(d.headDim);
+  if (!Number.isFinite(scale)) throw new Error(`attention: scale must be finite, got ${scale}`);
+  return gpu.uniform('uuuuufu', [nQ, Tq, S, d.nHeads, d.nKvHeads, scale, d.headDim / 4]);
+}
+
+/** Multiply-adds of the score and value products over all allowed (query, key, head) triples, ×2. */
+function causalFlops(batch: number, T: number, nHeads: number, headDim: number, perPair: number): number {
+  return batch * ((T * (T + 1)) / 2) * nHeads * headDim * 2 * perPair;
+}
+
+/**
+ * Forward attention. Returns o [N, nHeads*headDim] and lse [N, nHeads] (the per-(query, head)
+ * logsumexp of the scaled scores, needed by attentionBackward; 0 at padding queries).
+ */
+export function attentionForward(
+  gpu: Gpu,
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  seg: Tensor,
+  options: AttentionForwardOptions,
+): { o: Tensor; lse: Tensor } {
+  const fn = 'attentionForward';
+  const { batch, nHeads, nKvHeads, headDim } = options;
+  checkHeads(fn, nHeads, nKvHeads, headDim);
+  const { N, T } = checkSeg(fn, seg, batch);
+  checkMatrix(fn, 'q', q, N, nHeads * headDim, 'tokens × nHeads*headDim');
+  checkMatrix(fn, 'k', k, N, nKvHeads * headDim, 'tokens × nKvHeads*headDim');
+  checkMatrix(fn, 'v', v, N, nKvHeads * headDim, 'tokens × nKvHeads*headDim');
+  const o = output(gpu, options.out, fn, 'out', [N, nHeads * headDim]);
+  const lse = output(gpu, options.lse, fn, 'lse', [N, nHeads]);
+  if (N === 0) return { o, lse };
+  gpu.dispatch(
+    kernel(gpu, 'attn_fwd'),
+    [q, k, v, seg, o, lse, params(gpu, N, T, T, options)],
+    rowGrid(gpu, N, nHeads),
+    causalFlops(batch, T, nHeads, headDim, 2),
+  );
+  return { o, lse };
+}
+
+/**
+ * Backward of attentionForward: gradients of sum(o * dO) with respect to q, k and v. Needs the
+ * forward's o and lse. Padding rows get exactly 0 gradients. Temporary memory: D [N, nHeads].
+ */
+export function attentionBackward(
+  gpu: Gpu,
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  seg: Tensor,
+  o: Tensor,
+  lse: Tensor,
+  dO: Tensor,
+  options: AttentionBackwardOptions,
+): { dq: Tensor; dk: Tensor; dv: Tensor } {
+  const fn = 'attentionBackward';
+  const { batch, nHeads, nKvHeads, headDim } = options;
+  checkHeads(fn, nHeads, nKvHeads, headDim);
+  const { N, T } = checkSeg(fn, seg, batch);
+  const qw = nHeads * headDim;
+  const kw = nKvHeads * headDim;
+  checkMatrix(fn, 'q', q, N, qw, 'tokens × nHeads*headDim');
+  checkMatrix(fn, 'k', k, N, kw, 'tokens × nKvHeads*headDim');
+  checkMatrix(fn, 'v', v, N, kw, 'tokens × nKvHeads*headDim');
+  checkMatrix(fn, 'o', o, N, qw, 'the forward output');
+  checkMatrix(fn, 'lse', lse, N, nHeads, "the forward's logsumexp");
+  checkMatrix(fn, 'dO', dO, N, qw, 'gradient of the output');
+  const dq = output(gpu, options.dq, fn, 'dq', [N, qw]);
+  const dk = output(gpu, options.dk, fn, 'dk', [N, kw]);
+  const dv = output(gpu, options.dv, fn, 'dv', [N, kw]);
+  if (N === 0) return { dq, dk, dv };
+  const D = gpu.empty([N, nHeads], 'f32', 'attention.D');
+  const u = params(gpu, N, T, T, options);
+  gpu.dispatch(
+    kernel(gpu, 'attn_bwd_dq'),
+    [q, k, v, seg, lse, dO, u, D, o, dq],
+    rowGrid(gpu, N, nHeads),
+    causalFlops(batch, T, nHeads, headDim, 3),
+  );
+  gpu.dispatch(
+    kernel(gpu, 'attn_bwd_dkv'),
+    [q, k, v, seg, lse, dO, u, D, dk, dv],
+    rowGrid(gpu, N, nKvHeads),
+    causalFlops(batch, T, nHeads, headDim, 4),
+  );
+  D.release(); // safe: pooled reuse is ordered after the recorded dispatches
+  return { dq, dk, dv };
+}
+
+// ------------------------------------------------------------------------------------ KV cache
+
+export interface KvCache {
+  /** [batch, maxLen, nKvHeads*headDim] */
+  k: Tensor;
+  /** [batch, maxLen, nKvHeads*headDim] */
+  v: Tensor;
+  /** [batch, maxLen] u32 segment id per slot, 0 = empty/padding. May be shared by every layer's cache. */
+  seg: Tensor;
+  batch: number;
+  maxLen: number;
+  nKvHeads: number;
+  headDim: number;
+}
+
+export interface KvCacheDims {
+  batch: number;
+  maxLen: number;
+  nKvHeads: number;
+  headDim: number;
+}
+
+/** A zeroed cache (all slots empty). Pass `seg` to share one slot-id tensor between layers. */
+export function createKvCache(gpu: Gpu, dims: KvCacheDims, seg?: Tensor): KvCache {
+  const { batch, maxLen, nKvHeads, headDim } = dims;
+  checkHeads('createKvCache', nKvHeads, nKvHeads, headDim);
+  if (!Number.isInteger(batch) || batch < 1 || !Number.isInteger(maxLen) || maxLen < 1) {
+    throw new Error(`createKvCache: batch (${batch}) and maxLen (${maxLen}) must be positive integers`);
+  }
+  if (seg && (seg.dtype !== 'u32' || seg.size !== batch * maxLen)) {
+    throw new Error(
+      `createKvCache: shared seg is ${shapeOf(seg)} ${seg.dtype}, expected [${batch}, ${maxLen}] u32`,
+    );
+  }
+  const shape = [batch, maxLen, nKvHeads * headDim];
+  return {
+    k: gpu.zeros(shape, 'f32', 'kvcache.k'),
+    v: gpu.zeros(shape, 'f32', 'kvcache.v'),
+    seg: seg ?? gpu.zeros([batch, maxLen], 'u32', 'kvcache.seg'),
+    ...dims,
+  };
+}
+
+/**
+ * Validates per-row lengths for `Tq` newest tokens (Tq <= rowLen[b] <= maxLen) and uploads them as a
+ * [batch] u32 tensor, which kvCacheAppend and attentionDecode accept, so one upload serves every
+ * layer of a decoding step. The caller releases it.
+ */
+export function kvRowLengths(gpu: Gpu, cache: KvCache, rowLen: ArrayLike<number>, Tq: number): Tensor {
+  if (rowLen.length !== cache.batch) {
+    throw new Error(`kvRowLengths: ${rowLen.length} row lengths for a cache of batch ${cache.batch}`);
+  }
+  for (let b = 0; b < rowLen.length; b++) {
+    const n = rowLen[b];
+    if (!Number.isInteger(n) || n < Tq || n > cache.maxLen) {
+      throw new Error(
+        `kvRowLengths: rowLen[${b}] = ${n} must be an integer in [${Tq}, ${cache.maxLen}] (Tq = ${Tq} newest tokens, cache maxLen ${cache.maxLen})`,
+      );
+    }
+  }
+  return gpu.upload(Uint32Array.from(rowLen), [cache.batch], 'u32', 'kvcache.rowLen');
+}
+
+/** A validated row-length tensor: the caller's, or a temporary upload of a CPU array. */
+function rowLenTensor(
+  gpu: Gpu,
+  fn: string,
+  cache: KvCache,
+  rowLen: Tensor | ArrayLike<number>,
+  Tq: number,
+): { t: Tensor; temp: boolean } {
+  if (!(rowLen instanceof Tensor)) return { t: kvRowLengths(gpu, cache, rowLen, Tq), temp: true };
+  if (rowLen.dtype !== 'u32' || rowLen.size !== cache.batch) {
+    throw new Error(`${fn}: rowLen is ${shapeOf(rowLen)} ${rowLen.dtype}, expected [${cache.batch}] u32`);
+  }
+  return { t: rowLen, temp: false };
+}
+
+/**
+ * Writes the Tq newest tokens of each row into the cache: row b*Tq + t of kNew/vNew
+ * [batch*Tq, nKv*hd] and segNew [batch*Tq] go to slot rowLen[b] - Tq + t of row b.
+ * rowLen: per-row valid lengths after the append, as a CPU array (validated here) or a tensor made
+ * by kvRowLengths. (Kernel guard: a row whose length is out of range is left untouched.)
+ */
+export function kvCacheAppend(
+  gpu: Gpu,
+  cache: KvCache,
+  kNew: Tensor,
+  vNew: Tensor,
+  segNew: Tensor,
+  rowLen: Tensor | ArrayLike<number>,
+): void {
+  const fn = 'kvCacheAppend';
+  const { N, T: Tq } = checkSeg(fn, segNew, cache.batch);
+  const kw = cache.nKvHeads * cache.headDim;
+  checkMatrix(fn, 'kNew', kNew, N, kw, 'newest tokens × nKvHeads*headDim');
+  checkMatrix(fn, 'vNew', vNew, N, kw, 'newest tokens × nKvHeads*headDim');
+  if (N === 0) return;
+  const { t, temp } = rowLenTensor(gpu, fn, cache, rowLen, Tq);
+  const dims = {
+    batch: cache.batch,
+    nHeads: cache.nKvHeads,
+    nKvHeads: cache.nKvHeads,
+    headDim: cache.headDim,
+  };
+  const maxWg = gpu.limits.maxComputeWorkgroupsPerDimension;
+  const z = Math.ceil(N / maxWg);
+  gpu.dispatch(
+    kernel(gpu, 'kv_append'),
+    [kNew, vNew, segNew, cache.k, cache.v, cache.seg, params(gpu, N, Tq, cache.maxLen, dims), t],
+    [Math.ceil(kw / 4 / WG), Math.ceil(N / z), z],
+    2 * N * kw,
+  );
+  if (temp) t.release();
+}
+
+export interface AttentionDecodeOptions {
+  nHeads: number;
+  scale?: number;
+  out?: Tensor;
+  lse?: Tensor;
+}
+
+/**
+ * Attention of the Tq newest tokens of each row (already appended with kvCacheAppend) to the cache.
+ * q [batch*Tq, nHeads*hd] → o [batch*Tq, nHeads*hd], lse [batch*Tq, nHeads]. Query t of row b sits
+ * at slot rowLen[b] - Tq + t and attends slots <= its own with its own segment id, so the result
+ * equals attentionForward over the cache contents at those slots. Tq = q rows / batch.
+ */
+export function attentionDecode(
+  gpu: Gpu,
+  q: Tensor,
+  cache: KvCache,
+  rowLen: Tensor | ArrayLike<number>,
+  options: AttentionDecodeOptions,
+): { o: Tensor; lse: Tensor } {
+  const fn = 'attentionDecode';
+  const { nHeads } = options;
+  const { batch, nKvHeads, headDim, maxLen } = cache;
+  checkHeads(fn, nHeads, nKvHeads, headDim);
+  const qw = nHeads * headDim;
+  if (q.size % (batch * qw) !== 0) {
+    throw new Error(`${fn}: q is ${shapeOf(q)}, expected [batch*Tq, ${qw}] with batch ${batch}`);
+  }
+  const N = q.size / qw;
+  const Tq = N / batch;
+  checkMatrix(fn, 'q', q, N, qw, 'newest tokens × nHeads*headDim');
+  const o = output(gpu, options.out, fn, 'out', [N, qw]);
+  const lse = output(gpu, options.lse, fn, 'lse', [N, nHeads]);
+  if (N === 0) return { o, lse };
+  const { t, temp } = rowLenTensor(gpu, fn, cache, rowLen, Tq);
+  const dims = { batch, nHeads, nKvHeads, headDim, scale: options.scale };
+  gpu.dispatch(
+    kernel(gpu, 'attn_decode'),
+    [q, cache.k, cache.v, cache.seg, o, lse, params(gpu, N, Tq, maxLen, dims), t],
+    rowGrid(gpu, N, nHeads),
+    N * maxLen * nHeads * headDim * 4,
+  );
+  if (temp) t.release();
+  return { o, lse };
+}

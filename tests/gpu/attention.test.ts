@@ -1,0 +1,351 @@
+import { describe, expect, it } from 'vitest';
+import {
+  attentionBackward,
+  attentionDecode,
+  attentionForward,
+  createKvCache,
+  kvCacheAppend,
+  kvRowLengths,
+} from '../../src/gpu/kernels/attention.ts';
+import {
+  type AttentionRefDims,
+  attentionBackwardRef,
+  attentionForwardRef,
+} from '../../src/gpu/reference/attention.ts';
+import { maxRelativeError } from '../../src/gpu/reference/matmul.ts';
+import { getTestGpu, randomArray } from '../helpers/gpu.ts';
+
+// Tolerances (max |gpu - ref| / max(1, |ref|), NaN anywhere fails):
+const FWD_TOL = 1e-5; // o and lse vs the float64 reference
+const BWD_TOL = 1e-4; // dq, dk, dv vs the reference's analytic gradients
+const FD_TOL = 1e-6; // reference analytic vs central differences (float64, eps 1e-5)
+
+interface Case {
+  name: string;
+  dims: AttentionRefDims;
+  /** seg per batch row, each of length T */
+  rows: number[][];
+}
+
+const pad = (n: number) => new Array<number>(n).fill(0);
+const run = (id: number, n: number) => new Array<number>(n).fill(id);
+
+const CASES: Case[] = [
+  {
+    // B = 2: left padding in row 0, right padding in row 1; GQA 4 → 2.
+    name: 'left+right padding, nH=4 nKv=2, hd=16, T=37',
+    dims: { batch: 2, nHeads: 4, nKvHeads: 2, headDim: 16 },
+    rows: [
+      [...pad(5), ...run(1, 32)],
+      [...run(1, 30), ...pad(7)],
+    ],
+  },
+  {
+    // Packed sequences (and a padded tail), nH = nKv.
+    name: 'packed segments, nH=nKv=3, hd=32, T=29',
+    dims: { batch: 2, nHeads: 3, nKvHeads: 3, headDim: 32 },
+    rows: [
+      [...run(1, 10), ...run(2, 12), ...pad(7)],
+      [...run(3, 8), ...run(4, 1), ...run(5, 20)],
+    ],
+  },
+  {
+    // Longest case, not a multiple of 64; nH = 2·nKv, hd = 64 (Qwen2.5-0.5B's head size).
+    name: 'one long row with a packed tail, nH=2 nKv=1, hd=64, T=70',
+    dims: { batch: 1, nHeads: 2, nKvHeads: 1, headDim: 64 },
+    rows: [[...pad(2), ...run(7, 51), ...run(9, 17)]],
+  },
+  {
+    name: 'hd=128 (Qwen3), nH=nKv=2, T=19, custom scale',
+    dims: { batch: 2, nHeads: 2, nKvHeads: 2, headDim: 128, scale: 0.05 },
+    rows: [[...pad(4), ...run(1, 15)], [...run(2, 19)]],
+  },
+  {
+    name: 'odd hd=24, nH=6 nKv=2, T=23',
+    dims: { batch: 2, nHeads: 6, nKvHeads: 2, headDim: 24 },
+    rows: [
+      [...run(1, 11), ...run(2, 9), ...pad(3)],
+      [...pad(1), ...run(1, 22)],
+    ],
+  },
+  {
+    name: 'hd=8, nH=4 nKv=1, T=13, an all-padding row',
+    dims: { batch: 3, nHeads: 4, nKvHeads: 1, headDim: 8 },
+    rows: [run(1, 13), pad(13), [...run(4, 6), ...pad(7)]],
+  },
+];
+
+function inputs(c: Case, seed: number) {
+  const { nHeads: nH, nKvHeads: nKv, headDim: hd } = c.dims;
+  const seg = Uint32Array.from(c.rows.flat());
+  const N = seg.length;
+  return {
+    N,
+    seg,
+    q: randomArray(N * nH * hd, seed + 1, 1.5),
+    k: randomArray(N * nKv * hd, seed + 2, 1.5),
+    v: randomArray(N * nKv * hd, seed + 3),
+    dO: randomArray(N * nH * hd, seed + 4), // nonzero at padding rows too: none of it may flow
+  };
+}
+
+/** Every value of the rows of `a` (width `w`) whose seg is 0 is exactly 0. */
+function paddingRowsAreZero(a: ArrayLike<number>, seg: Uint32Array, w: number): boolean {
+  for (let i = 0; i < seg.length; i++) {
+    if (seg[i] !== 0) continue;
+    for (let d = 0; d < w; d++) if (!Object.is(a[i * w + d], 0)) return false;
+  }
+  return true;
+}
+
+describe('attention CPU reference', () => {
+  it(`analytic backward matches central finite differences (rel err <= ${FD_TOL})`, () => {
+    const c: Case = {
+      name: 'fd',
+      dims: { batch: 2, nHeads: 4, nKvHeads: 2, headDim: 3 },
+      rows: [
+        [0, 0, 1, 1, 1, 1],
+        [1, 1, 2, 2, 2, 0],
+      ],
+    };
+    const { q, k, v, seg, dO } = inputs(c, 100);
+    const [q64, k64, v64] = [Float64Array.from(q), Float64Array.from(k), Float64Array.from(v)];
+    const loss = () => {
+      const { o } = attentionForwardRef(q64, k64, v64, seg, c.dims);
+      let s = 0;
+      for (let i = 0; i < o.length; i++) s += o[i] * dO[i];
+      return s;
+    };
+    const g = attentionBackwardRef(q64, k64, v64, seg, dO, c.dims);
+    const eps = 1e-5;
+    for (const [x, grad, name] of [
+      [q64, g.dq, 'dq'],
+      [k64, g.dk, 'dk'],
+      [v64, g.dv, 'dv'],
+    ] as const) {
+      const fd = new Float64Array(x.length);
+      for (let i = 0; i < x.length; i++) {
+        const x0 = x[i];
+        x[i] = x0 + eps;
+        const up = loss();
+        x[i] = x0 - eps;
+        const down = loss();
+        x[i] = x0;
+        fd[i] = (up - down) / (2 * eps);
+      }
+      expect(maxRelativeError(grad, fd), name).toBeLessThanOrEqual(FD_TOL);
+      // The check is not vacuous: gradients are far from zero.
+      expect(Math.max(...Array.from(grad, Math.abs)), name).toBeGreaterThan(1e-2);
+    }
+    // Padding rows: no gradient (seg 0 at tokens 0, 1 and 11).
+    expect(paddingRowsAreZero(g.dq, seg, 12) && paddingRowsAreZero(g.dk, seg, 6)).toBe(true);
+    expect(paddingRowsAreZero(g.dv, seg, 6)).toBe(true);
+  });
+
+  it('the first token of a segment copies its own value; padding queries output 0', () => {
+    const c = CASES[1];
+    const { q, k, v, seg } = inputs(c, 7);
+    const { o } = attentionForwardRef(q, k, v, seg, c.dims);
+    const hd = c.dims.headDim;
+    // Row 0 token 10 starts segment 2: o = v[10] for each of the 3 heads (nKv = nH).
+    for (let h = 0; h < 3; h++) {
+      for (let d = 0; d < hd; d++) expect(o[(10 * 3 + h) * hd + d]).toBeCloseTo(v[(10 * 3 + h) * hd + d], 12);
+    }
+    expect(paddingRowsAreZero(o, seg, 3 * hd)).toBe(true);
+  });
+});
+
+describe('attention forward (GPU vs reference)', () => {
+  it.each(CASES.map((c, n) => [c.name, c, n] as const))(`%s (rel err <= ${FWD_TOL})`, async (_, c, n) => {
+    const gpu = await getTestGpu();
+    const { N, seg, q, k, v } = inputs(c, 10 * n);
+    const { nHeads: nH, nKvHeads: nKv, headDim: hd } = c.dims;
+    const t = {
+      q: gpu.upload(q, [N, nH * hd]),
+      k: gpu.upload(k, [N, nKv * hd]),
+      v: gpu.upload(v, [N, nKv * hd]),
+      seg: gpu.upload(seg, [N], 'u32'),
+    };
+    // Outputs pre-filled with NaN: every element, padding included, must be written.
+    const out = gpu.upload(new Float32Array(N * nH * hd).fill(Number.NaN), [N, nH * hd]);
+    const lseOut = gpu.upload(new Float32Array(N * nH).fill(Number.NaN), [N, nH]);
+    const { o, lse } = attentionForward(gpu, t.q, t.k, t.v, t.seg, { ...c.dims, out, lse: lseOut });
+    const [go, gl] = await gpu.readMany([o, lse]);
+    const ref = attentionForwardRef(q, k, v, seg, c.dims);
+    expect(maxRelativeError(go, ref.o), 'o').toBeLessThanOrEqual(FWD_TOL);
+    expect(maxRelativeError(gl, ref.lse), 'lse').toBeLessThanOrEqual(FWD_TOL);
+    expect(paddingRowsAreZero(go, seg, nH * hd), 'padding queries output 0').toBe(true);
+    for (const x of [...Object.values(t), o, lse]) x.release();
+  });
+});
+
+describe('attention backward (GPU vs reference analytic gradients)', () => {
+  it.each(CASES.map((c, n) => [c.name, c, n] as const))(`%s (rel err <= ${BWD_TOL})`, async (_, c, n) => {
+    const gpu = await getTestGpu();
+    const { N, seg, q, k, v, dO } = inputs(c, 10 * n);
+    const { nHeads: nH, nKvHeads: nKv, headDim: hd } = c.dims;
+    const t = {
+      q: gpu.upload(q, [N, nH * hd]),
+      k: gpu.upload(k, [N, nKv * hd]),
+      v: gpu.upload(v, [N, nKv * hd]),
+      seg: gpu.upload(seg, [N], 'u32'),
+      dO: gpu.upload(dO, [N, nH * hd]),
+    };
+    const nan = (size: number, w: number) =>
+      gpu.upload(new Float32Array(size * w).fill(Number.NaN), [size, w]);
+    const { o, lse } = attentionForward(gpu, t.q, t.k, t.v, t.seg, c.dims);
+    const { dq, dk, dv } = attentionBackward(gpu, t.q, t.k, t.v, t.seg, o, lse, t.dO, {
+      ...c.dims,
+      dq: nan(N, nH * hd),
+      dk: nan(N, nKv * hd),
+      dv: nan(N, nKv * hd),
+    });
+    const [gq, gk, gv] = await gpu.readMany([dq, dk, dv]);
+    const ref = attentionBackwardRef(q, k, v, seg, dO, c.dims);
+    expect(maxRelativeError(gq, ref.dq), 'dq').toBeLessThanOrEqual(BWD_TOL);
+    expect(maxRelativeError(gk, ref.dk), 'dk').toBeLessThanOrEqual(BWD_TOL);
+    expect(maxRelativeError(gv, ref.dv), 'dv').toBeLessThanOrEqual(BWD_TOL);
+    expect(paddingRowsAreZero(gq, seg, nH * hd), 'dq at padding').toBe(true);
+    expect(paddingRowsAreZero(gk, seg, nKv * hd), 'dk at padding').toBe(true);
+    expect(paddingRowsAreZero(gv, seg, nKv * hd), 'dv at padding').toBe(true);
+    for (const x of [...Object.values(t), o, lse, dq, dk, dv]) x.release();
+  });
+});
+
+describe('attention KV-cache decoding', () => {
+  it('prefill + appended tokens equal full attention over the cache (rel err <= 1e-5)', async () => {
+    const gpu = await getTestGpu();
+    const [B, S, nH, nKv, hd, T0] = [2, 24, 4, 2, 16, 12];
+    const dims = { batch: B, nHeads: nH, nKvHeads: nKv, headDim: hd };
+    const qw = nH * hd;
+    const kw = nKv * hd;
+    // The final cache layout [B, S]. Row 0: prompt left-padded by 3 to T0, then 5 generated tokens.
+    // Row 1: a 7-token prompt right-padded to T0 (slots 7..11 are padding at prefill and are then
+    // overwritten by the generated tokens), 4 generated tokens and one finished (seg 0) step.
+    const segFinal = Uint32Array.from([
+      ...pad(3),
+      ...run(1, T0 - 3 + 5),
+      ...pad(S - T0 - 5),
+      ...run(1, 7 + 4),
+      ...pad(S - 11),
+    ]);
+    const Qf = randomArray(B * S * qw, 1, 1.5);
+    const Kf = randomArray(B * S * kw, 2, 1.5);
+    const Vf = randomArray(B * S * kw, 3);
+    const garbage = randomArray(B * S * kw, 4, 9); // what padding tokens of the prompt hold
+    const rows = (src: Float32Array, w: number, picks: Array<[number, number]>) => {
+      const out = new Float32Array(picks.length * w);
+      picks.forEach(([b, s], n) => {
+        out.set(src.subarray((b * S + s) * w, (b * S + s + 1) * w), n * w);
+      });
+      return out;
+    };
+    const ref = attentionForwardRef(Qf, Kf, Vf, segFinal, { ...dims, batch: B });
+
+    const cache = createKvCache(gpu, { batch: B, maxLen: S, nKvHeads: nKv, headDim: hd });
+    const steps: Array<{ picks: Array<[number, number]>; rowLen: number[]; segNew: number[] }> = [];
+    // Prefill: all T0 slots of both rows; row 1's padding slots carry garbage and seg 0.
+    const prefill: Array<[number, number]> = [];
+    for (let b = 0; b < B; b++) for (let s = 0; s < T0; s++) prefill.push([b, s]);
+    steps.push({
+      picks: prefill,
+      rowLen: [T0, T0],
+      segNew: [...segFinal.subarray(0, T0), ...run(1, 7), ...pad(5)],
+    });
+    // Then 1 token, 3 tokens, 1 token per row (row 1's last one is a finished row: seg 0).
+    let len = [T0, 7];
+    for (const Tq of [1, 3, 1]) {
+      const picks: Array<[number, number]> = [];
+      for (let b = 0; b < B; b++) for (let t = 0; t < Tq; t++) picks.push([b, len[b] + t]);
+      len = len.map((l) => l + Tq);
+      steps.push({ picks, rowLen: [...len], segNew: picks.map(([b, s]) => segFinal[b * S + s]) });
+    }
+    let checked = 0;
+    for (const [n, step] of steps.entries()) {
+      const M = step.picks.length;
+      const kNew = rows(Kf, kw, step.picks);
+      const vNew = rows(Vf, kw, step.picks);
+      // Padding tokens carry garbage keys/values (large ones): masking must hide them.
+      step.segNew.forEach((sg, r) => {
+        if (sg !== 0) return;
+        kNew.set(garbage.subarray(r * kw, (r + 1) * kw), r * kw);
+        vNew.set(garbage.subarray(r * kw, (r + 1) * kw), r * kw);
+      });
+      const tk = gpu.upload(kNew, [M, kw]);
+      const tv = gpu.upload(vNew, [M, kw]);
+      const ts = gpu.upload(Uint32Array.from(step.segNew), [M], 'u32');
+      const tq = gpu.upload(rows(Qf, qw, step.picks), [M, qw]);
+      // Row lengths as an uploaded tensor (one upload for every layer of a step), or a CPU array.
+      const lens = kvRowLengths(gpu, cache, step.rowLen, M / B);
+      kvCacheAppend(gpu, cache, tk, tv, ts, n === 1 ? step.rowLen : lens);
+      const { o } = attentionDecode(gpu, tq, cache, n === 2 ? step.rowLen : lens, { nHeads: nH });
+      const got = (await gpu.readF32(o)) as Float32Array;
+      // The reference at the same slots of the final layout. Row 1's prompt padding (prefill
+      // slots 7..11) is compared with 0: those queries were padding at prefill time.
+      const want = new Float64Array(M * qw);
+      step.picks.forEach(([b, s], r) => {
+        if (step.segNew[r] !== 0) want.set(ref.o.subarray((b * S + s) * qw, (b * S + s + 1) * qw), r * qw);
+      });
+      expect(maxRelativeError(got, want), `step ${n}`).toBeLessThanOrEqual(FWD_TOL);
+      expect(paddingRowsAreZero(got, Uint32Array.from(step.segNew), qw), `step ${n} padding`).toBe(true);
+      checked += step.picks.filter((_, r) => step.segNew[r] !== 0).length;
+      for (const x of [tk, tv, ts, tq, lens, o]) x.release();
+    }
+    expect(checked).toBe(9 + 7 + 2 + 6 + 1);
+
+    // The cache now holds the final layout at every valid slot (and seg exactly).
+    const [ck, cseg] = await gpu.readMany([cache.k, cache.seg]);
+    expect(Array.from(cseg)).toEqual(Array.from(segFinal));
+    for (let b = 0; b < B; b++) {
+      for (let s = 0; s < len[b]; s++) {
+        if (segFinal[b * S + s] === 0) continue;
+        const r = (b * S + s) * kw;
+        expect(Array.from(ck.subarray(r, r + kw))).toEqual(Array.from(Kf.subarray(r, r + kw)));
+      }
+    }
+
+    // The training forward over the final layout gives the same (the decode path's ground truth).
+    const full = attentionForward(
+      gpu,
+      gpu.upload(Qf, [B * S, qw]),
+      gpu.upload(Kf, [B * S, kw]),
+      gpu.upload(Vf, [B * S, kw]),
+      gpu.upload(segFinal, [B * S], 'u32'),
+      dims,
+    );
+    expect(maxRelativeError(await gpu.readF32(full.o), ref.o)).toBeLessThanOrEqual(FWD_TOL);
+  });
+});
+
+describe('attention argument checks', () => {
+  it('rejects bad shapes, head counts and row lengths with messages naming them', async () => {
+    const gpu = await getTestGpu();
+    const seg = gpu.upload(new Uint32Array(6).fill(1), [6], 'u32');
+    const q = gpu.zeros([6, 32]);
+    const k = gpu.zeros([6, 16]);
+    const dims = { batch: 2, nHeads: 4, nKvHeads: 2, headDim: 8 };
+    expect(() => attentionForward(gpu, q, k, gpu.zeros([6, 8]), seg, dims)).toThrow(
+      /v is \[6, 8\].*\[6, 16\]/,
+    );
+    expect(() => attentionForward(gpu, q, k, k, seg, { ...dims, nKvHeads: 3 })).toThrow(
+      /multiple of nKvHeads/,
+    );
+    expect(() => attentionForward(gpu, q, k, k, seg, { ...dims, batch: 4 })).toThrow(
+      /not a multiple of batch 4/,
+    );
+    expect(() => attentionForward(gpu, q, k, k, gpu.zeros([6]), dims)).toThrow(/u32/);
+    const wide = gpu.zeros([6, 2 * 256]);
+    expect(() =>
+      attentionForward(gpu, wide, k, k, seg, { ...dims, headDim: 256, nHeads: 2, nKvHeads: 1 }),
+    ).toThrow(/headDim 256 is not supported/);
+    const odd = { ...dims, headDim: 6, nHeads: 2, nKvHeads: 1 }; // 12 columns of q, 6 of k
+    expect(() =>
+      attentionForward(gpu, gpu.zeros([6, 12]), gpu.zeros([6, 6]), gpu.zeros([6, 6]), seg, odd),
+    ).toThrow(/multiple of 4/);
+    const cache = createKvCache(gpu, { batch: 2, maxLen: 5, nKvHeads: 2, headDim: 8 });
+    expect(() => kvRowLengths(gpu, cache, [5, 6], 1)).toThrow(/rowLen\[1\] = 6/);
+    expect(() => attentionDecode(gpu, gpu.zeros([4, 32]), cache, [1, 5], { nHeads: 4 })).toThrow(
+      /rowLen\[0\] = 1/,
+    );
+  });
+});
