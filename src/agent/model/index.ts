@@ -46,6 +46,15 @@ export {
   TokenizerError,
 } from './errors.ts';
 export {
+  type ForwardActivations,
+  type GenerateOptions,
+  type GenerateResult,
+  GenerationSession,
+  packBatch,
+  QwenGpuModel,
+  type TokenBatch,
+} from './qwen-gpu.ts';
+export {
   encodeFloat32,
   type FloatDtype,
   parseSafetensors,

@@ -1,0 +1,798 @@
+// The Qwen2 / Qwen3 causal LM on the GPU: forward, backward and KV-cache decoding, composed from the
+// WGSL kernels in src/shaders. Reads top to bottom like the HF modeling file:
+//
+//   x = embed(ids)                                                    [N, D]   N = B*T tokens
+//   for each layer:
+//     h   = rmsnorm(x) ; q, k, v = h·Wqᵀ+bq, h·Wkᵀ+bk, h·Wvᵀ+bv     [N, nH*hd], [N, nKv*hd]
+//     (Qwen3) q, k = per-head rmsnorm(q), rmsnorm(k)
+//     q, k = rope(q, k, pos) ; o = attention(q, k, v, seg)           causal, GQA, segment mask
+//     x  = x + o·Woᵀ
+//     h2 = rmsnorm(x) ; x = x + down(silu(gate(h2)) * up(h2))
+//   hf = rmsnorm(x) ; logprob(target), entropy = lm_head(hf)          chunked over the vocabulary
+//
+// Sequences are described per token (TokenBatch): ids, a segment id (0 = padding; attention stays
+// within a segment of a batch row) and a position for RoPE, so left/right padding and packing work.
+// Every forward keeps what its backward needs in a ForwardActivations object; backward() walks the
+// layers in reverse, with each op's backward right under the matching forward step.
+
+import {
+  attentionBackward,
+  attentionDecode,
+  attentionForward,
+  createKvCache,
+  type KvCache,
+  kvCacheAppend,
+} from '../../gpu/kernels/attention.ts';
+import { add, addInPlace, swiglu, swigluBackward } from '../../gpu/kernels/elementwise.ts';
+import { embedding, embeddingBackward } from '../../gpu/kernels/embedding.ts';
+import { linear, linearBackward } from '../../gpu/kernels/linear.ts';
+import { type TokenLogprobResult, tokenLogprob, tokenLogprobBackward } from '../../gpu/kernels/logprob.ts';
+import { rmsnorm, rmsnormBackward } from '../../gpu/kernels/rmsnorm.ts';
+import { ropeQK } from '../../gpu/kernels/rope.ts';
+import { sampleTokens } from '../../gpu/kernels/sampling.ts';
+import type { Gpu } from '../../gpu/runtime.ts';
+import type { Bindable, Tensor } from '../../gpu/tensor.ts';
+import type { ModelConfig } from './config.ts';
+import { expectedTensors } from './weights.ts';
+
+// ------------------------------------------------------------------------------------ batches
+
+/** B rows of T tokens, flattened row-major (N = B*T). */
+export interface TokenBatch {
+  B: number;
+  T: number;
+  ids: Uint32Array;
+  /** 0 = padding; tokens attend only within their own non-zero segment of the same row. */
+  seg: Uint32Array;
+  /** RoPE position per token. */
+  pos: Uint32Array;
+}
+
+/** Packs sequences into a padded batch: positions count real tokens from 0; pads get seg 0. */
+export function packBatch(
+  sequences: ReadonlyArray<ArrayLike<number>>,
+  options: { padSide?: 'left' | 'right'; padId?: number; T?: number } = {},
+): TokenBatch {
+  const { padSide = 'right', padId = 0 } = options;
+  const B = sequences.length;
+  if (B === 0) throw new Error('packBatch: no sequences');
+  const longest = Math.max(...sequences.map((s) => s.length));
+  const T = options.T ?? longest;
+  if (T < longest) throw new Error(`packBatch: T = ${T} is shorter than the longest sequence (${longest})`);
+  const ids = new Uint32Array(B * T).fill(padId);
+  const seg = new Uint32Array(B * T);
+  const pos = new Uint32Array(B * T);
+  sequences.forEach((s, b) => {
+    const start = padSide === 'left' ? T - s.length : 0;
+    for (let i = 0; i < s.length; i++) {
+      const id = s[i];
+      if (!Number.isInteger(id) || id < 0)
+        throw new Error(`packBatch: sequence ${b} has a bad token id ${id} at ${i}`);
+      ids[b * T + start + i] = id;
+      seg[b * T + start + i] = 1;
+      pos[b * T + start + i] = i;
+    }
+  });
+  return { B, T, ids, seg, pos };
+}
+
+// ------------------------------------------------------------------------------------ the model
+
+interface LayerActivations {
+  x: Tensor; // layer input (residual stream)              [N, D]
+  h: Tensor; // rmsnorm(x)                                   [N, D]
+  rstd1: Tensor; //                                          [N]
+  qPre: Tensor | null; // q before Qwen3's q_norm            [N, nH*hd]
+  kPre: Tensor | null;
+  rstdQ: Tensor | null; //                                   [N*nH]
+  rstdK: Tensor | null;
+  q: Tensor; // after q_norm and RoPE                        [N, nH*hd]
+  k: Tensor; //                                              [N, nKv*hd]
+  v: Tensor; //                                              [N, nKv*hd]
+  o: Tensor; // attention output                             [N, nH*hd]
+  lse: Tensor; //                                            [N, nH]
+  x1: Tensor; // x + attn                                    [N, D]
+  h2: Tensor; // rmsnorm(x1)                                 [N, D]
+  rstd2: Tensor;
+  g: Tensor; // gate(h2)                                     [N, F]
+  u: Tensor; // up(h2)                                       [N, F]
+  a: Tensor; // silu(g) * u                                  [N, F]
+}
+
+/** What backward() needs from a forward: the batch, per-layer activations and the head's stats. */
+export interface ForwardActivations {
+  batch: TokenBatch;
+  seg: Tensor;
+  pos: Tensor;
+  ids: Tensor;
+  targets: Tensor;
+  layers: LayerActivations[];
+  xFinal: Tensor; // residual stream after the last layer    [N, D]
+  hFinal: Tensor; // final rmsnorm                            [N, D]
+  rstdFinal: Tensor;
+  head: TokenLogprobResult; // logprob, entropy, lse          [N]
+  release(): void;
+}
+
+export interface GenerateOptions {
+  maxNewTokens: number;
+  /** 0 = greedy. */
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  seed?: number;
+  /** Generation of a row stops after any of these token ids (it is kept in the output). */
+  stopTokenIds?: readonly number[];
+  /** Called with each row's new tokens after every step; return true to stop that row (stop strings). */
+  shouldStop?: (row: number, newTokens: readonly number[]) => boolean;
+  /** Pad id written for finished rows. */
+  padId?: number;
+}
+
+export interface GenerateResult {
+  /** New tokens per row (prompt excluded), including the stop token when one ended the row. */
+  tokens: number[][];
+  /** Log-probability of each sampled token under the temperature-scaled distribution. */
+  logprobs: number[][];
+  /** Why each row ended. */
+  finish: Array<'stop' | 'length' | 'callback'>;
+}
+
+export class QwenGpuModel {
+  readonly gpu: Gpu;
+  readonly config: ModelConfig;
+  /** HF name -> weight tensor (f32). */
+  readonly params = new Map<string, Tensor>();
+  /** HF name -> gradient (same shape), accumulated by backward() until zeroGrad(). */
+  readonly grads = new Map<string, Tensor>();
+  /** Names whose weights are not trained (their gradients are not computed where avoidable). */
+  readonly frozen = new Set<string>();
+
+  constructor(
+    gpu: Gpu,
+    config: ModelConfig,
+    weights: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>,
+  ) {
+    this.gpu = gpu;
+    this.config = config;
+    for (const { name, shape } of expectedTensors(config)) {
+      const w = weights.get(name);
+      if (!w) throw new Error(`QwenGpuModel: weight "${name}" is missing`);
+      const n = shape.reduce((a, b) => a * b, 1);
+      if (w.data.length !== n) {
+        throw new Error(
+          `QwenGpuModel: weight "${name}" has ${w.data.length} values, the config needs [${shape.join(', ')}]`,
+        );
+      }
+      this.params.set(name, gpu.upload(w.data, shape, 'f32', name));
+    }
+  }
+
+  private p(name: string): Tensor {
+    const t = this.params.get(name);
+    if (!t) throw new Error(`QwenGpuModel: no parameter "${name}"`);
+    return t;
+  }
+
+  private bias(name: string): Tensor | null {
+    return this.params.get(name) ?? null;
+  }
+
+  /** The LM head matrix [V, D]: lm_head.weight, or the embedding when tied. */
+  get lmHead(): Tensor {
+    return this.config.tieWordEmbeddings ? this.p('model.embed_tokens.weight') : this.p('lm_head.weight');
+  }
+
+  private get lmHeadName(): string {
+    return this.config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+  }
+
+  /** Gradient tensors, created (zeroed) on first use. */
+  grad(name: string): Tensor {
+    let g = this.grads.get(name);
+    if (!g) {
+      g = this.gpu.zeros(this.p(name).shape, 'f32', `grad:${name}`);
+      this.grads.set(name, g);
+    }
+    return g;
+  }
+
+  zeroGrad(): void {
+    for (const g of this.grads.values()) this.gpu.fill0(g);
+  }
+
+  /** Parameters that are trained (not frozen), for the optimizer. */
+  trainableParams(): Map<string, Tensor> {
+    const out = new Map<string, Tensor>();
+    for (const [name, t] of this.params) if (!this.frozen.has(name)) out.set(name, t);
+    return out;
+  }
+
+  private uploadBatch(batch: TokenBatch): { ids: Tensor; seg: Tensor; pos: Tensor } {
+    const N = batch.B * batch.T;
+    if (batch.ids.length !== N || batch.seg.length !== N || batch.pos.length !== N) {
+      throw new Error(`TokenBatch: ids/seg/pos must each hold B*T = ${N} values`);
+    }
+    const V = this.config.vocabSize;
+    for (let i = 0; i < N; i++) {
+      if (batch.seg[i] !== 0 && batch.ids[i] >= V) {
+        throw new Error(`TokenBatch: token id ${batch.ids[i]} at ${i} is outside the vocabulary (${V} rows)`);
+      }
+    }
+    const gpu = this.gpu;
+    return {
+      ids: gpu.upload(batch.ids, [N], 'u32', 'batch.ids'),
+      seg: gpu.upload(batch.seg, [N], 'u32', 'batch.seg'),
+      pos: gpu.upload(batch.pos, [N], 'u32', 'batch.pos'),
+    };
+  }
+
+  // ---------------------------------------------------------------------------- one layer
+
+  /** Attention block and MLP block of layer `l`, from residual stream x. Returns the activations. */
+  layerForward(l: number, x: Tensor, seg: Tensor, pos: Tensor, B: number): LayerActivations {
+    const { gpu, config: c } = this;
+    const pre = `model.layers.${l}.`;
+    const { y: h, rstd: rstd1 } = rmsnorm(gpu, x, this.p(`${pre}input_layernorm.weight`), {
+      eps: c.rmsNormEps,
+    });
+    let q = linear(gpu, h, this.p(`${pre}self_attn.q_proj.weight`), this.bias(`${pre}self_attn.q_proj.bias`));
+    let k = linear(gpu, h, this.p(`${pre}self_attn.k_proj.weight`), this.bias(`${pre}self_attn.k_proj.bias`));
+    const v = linear(
+      gpu,
+      h,
+      this.p(`${pre}self_attn.v_proj.weight`),
+      this.bias(`${pre}self_attn.v_proj.bias`),
+    );
+    let qPre: Tensor | null = null;
+    let kPre: Tensor | null = null;
+    let rstdQ: Tensor | null = null;
+    let rstdK: Tensor | null = null;
+    if (c.qkNorm) {
+      qPre = q;
+      kPre = k;
+      ({ y: q, rstd: rstdQ } = rmsnorm(gpu, qPre, this.p(`${pre}self_attn.q_norm.weight`), {
+        eps: c.rmsNormEps,
+        heads: c.numHeads,
+      }));
+      ({ y: k, rstd: rstdK } = rmsnorm(gpu, kPre, this.p(`${pre}self_attn.k_norm.weight`), {
+        eps: c.rmsNormEps,
+        heads: c.numKvHeads,
+      }));
+    }
+    ropeQK(gpu, q, k, pos, { headDim: c.headDim, theta: c.ropeTheta, inPlace: true });
+    const dims = { batch: B, nHeads: c.numHeads, nKvHeads: c.numKvHeads, headDim: c.headDim };
+    const { o, lse } = attentionForward(gpu, q, k, v, seg, dims);
+    const attnOut = linear(
+      gpu,
+      o,
+      this.p(`${pre}self_attn.o_proj.weight`),
+      this.bias(`${pre}self_attn.o_proj.bias`),
+    );
+    const x1 = add(gpu, x, attnOut);
+    attnOut.release();
+    const { y: h2, rstd: rstd2 } = rmsnorm(gpu, x1, this.p(`${pre}post_attention_layernorm.weight`), {
+      eps: c.rmsNormEps,
+    });
+    const g = linear(gpu, h2, this.p(`${pre}mlp.gate_proj.weight`));
+    const u = linear(gpu, h2, this.p(`${pre}mlp.up_proj.weight`));
+    const a = swiglu(gpu, g, u);
+    return { x, h, rstd1, qPre, kPre, rstdQ, rstdK, q, k, v, o, lse, x1, h2, rstd2, g, u, a };
+  }
+
+  /** x_out = x1 + down(a): the layer's output (separate so the forward can free activations early). */
+  layerOutput(l: number, act: LayerActivations): Tensor {
+    const m = linear(this.gpu, act.a, this.p(`model.layers.${l}.mlp.down_proj.weight`));
+    const out = add(this.gpu, act.x1, m);
+    m.release();
+    return out;
+  }
+
+  /**
+   * Backward of layer l. dx is dLoss/d(layer output) on entry and is overwritten in place with
+   * dLoss/d(layer input). Parameter gradients accumulate into this.grads.
+   */
+  layerBackward(l: number, act: LayerActivations, dx: Tensor, seg: Tensor, pos: Tensor, B: number): void {
+    const { gpu, config: c } = this;
+    const pre = `model.layers.${l}.`;
+    const lin = (dy: Tensor, x: Tensor, name: string, dxOut: Tensor | undefined, accumulateDx: boolean) => {
+      const wName = `${pre}${name}.weight`;
+      const bName = `${pre}${name}.bias`;
+      const hasBias = this.params.has(bName);
+      return linearBackward(gpu, dy, x, this.p(wName), {
+        dx: dxOut,
+        accumulateDx,
+        dW: this.grad(wName),
+        db: hasBias ? this.grad(bName) : undefined,
+        bias: hasBias,
+        accumulate: true,
+      }).dx!;
+    };
+    // MLP block: x_out = x1 + down(silu(g) * u), g = gate(h2), u = up(h2), h2 = rmsnorm(x1).
+    const da = lin(dx, act.a, 'mlp.down_proj', undefined, false);
+    const { dg, du } = swigluBackward(gpu, da, act.g, act.u);
+    da.release();
+    const dh2 = lin(dg, act.h2, 'mlp.gate_proj', undefined, false);
+    lin(du, act.h2, 'mlp.up_proj', dh2, true);
+    dg.release();
+    du.release();
+    // dx (= d x_out) also flows straight through the residual into d x1.
+    rmsnormBackward(gpu, dh2, act.x1, this.p(`${pre}post_attention_layernorm.weight`), act.rstd2, {
+      dx,
+      accumulateDx: true,
+      dw: this.grad(`${pre}post_attention_layernorm.weight`),
+      accumulateDw: true,
+    });
+    dh2.release();
+    // Attention block: x1 = x + o_proj(attention(rope(q), rope(k), v)).
+    const dO = lin(dx, act.o, 'self_attn.o_proj', undefined, false);
+    const dims = { batch: B, nHeads: c.numHeads, nKvHeads: c.numKvHeads, headDim: c.headDim };
+    const { dq, dk, dv } = attentionBackward(gpu, act.q, act.k, act.v, seg, act.o, act.lse, dO, dims);
+    dO.release();
+    ropeQK(gpu, dq, dk, pos, { headDim: c.headDim, theta: c.ropeTheta, inPlace: true, inverse: true });
+    let dqPre = dq;
+    let dkPre = dk;
+    if (c.qkNorm) {
+      dqPre = rmsnormBackward(gpu, dq, act.qPre!, this.p(`${pre}self_attn.q_norm.weight`), act.rstdQ!, {
+        heads: c.numHeads,
+        dw: this.grad(`${pre}self_attn.q_norm.weight`),
+        accumulateDw: true,
+      }).dx;
+      dkPre = rmsnormBackward(gpu, dk, act.kPre!, this.p(`${pre}self_attn.k_norm.weight`), act.rstdK!, {
+        heads: c.numKvHeads,
+        dw: this.grad(`${pre}self_attn.k_norm.weight`),
+        accumulateDw: true,
+      }).dx;
+      dq.release();
+      dk.release();
+    }
+    const dh = lin(dqPre, act.h, 'self_attn.q_proj', undefined, false);
+    lin(dkPre, act.h, 'self_attn.k_proj', dh, true);
+    lin(dv, act.h, 'self_attn.v_proj', dh, true);
+    dqPre.release();
+    dkPre.release();
+    dv.release();
+    rmsnormBackward(gpu, dh, act.x, this.p(`${pre}input_layernorm.weight`), act.rstd1, {
+      dx,
+      accumulateDx: true,
+      dw: this.grad(`${pre}input_layernorm.weight`),
+      accumulateDw: true,
+    });
+    dh.release();
+  }
+
+  // ---------------------------------------------------------------------------- whole model
+
+  /** Final hidden states (after the last norm) of a batch, no activations kept: for inference. */
+  private hiddenStates(batch: TokenBatch, t: { ids: Tensor; seg: Tensor; pos: Tensor }): Tensor {
+    let x = embedding(this.gpu, this.p('model.embed_tokens.weight'), t.ids, { seg: t.seg });
+    for (let l = 0; l < this.config.numLayers; l++) {
+      const act = this.layerForward(l, x, t.seg, t.pos, batch.B);
+      const next = this.layerOutput(l, act);
+      releaseLayer(act); // releases x too
+      x = next;
+    }
+    const { y, rstd } = rmsnorm(this.gpu, x, this.p('model.norm.weight'), { eps: this.config.rmsNormEps });
+    x.release();
+    rstd.release();
+    return y;
+  }
+
+  /** Full logits [N, V] (tests and small vocabularies only: training never materialises them). */
+  async logits(batch: TokenBatch): Promise<Float32Array> {
+    const t = this.uploadBatch(batch);
+    const h = this.hiddenStates(batch, t);
+    const out = linear(this.gpu, h, this.lmHead);
+    const data = await this.gpu.readF32(out);
+    for (const x of [h, out, t.ids, t.seg, t.pos]) x.release();
+    return data;
+  }
+
+  /**
+   * Training forward: log-probabilities of `targets` (usually the next token) and entropies per
+   * token, keeping activations for backward(). mask[i] = 0 marks tokens whose loss is not needed.
+   */
+  forward(batch: TokenBatch, targets: Uint32Array, mask?: Uint32Array): ForwardActivations {
+    const gpu = this.gpu;
+    const N = batch.B * batch.T;
+    if (targets.length !== N) throw new Error(`forward: ${targets.length} targets for ${N} tokens`);
+    const t = this.uploadBatch(batch);
+    const targetsT = gpu.upload(targets, [N], 'u32', 'targets');
+    const maskT = gpu.upload(mask ?? batch.seg.map((s) => (s === 0 ? 0 : 1)), [N], 'u32', 'mask');
+    let x = embedding(gpu, this.p('model.embed_tokens.weight'), t.ids, { seg: t.seg });
+    const layers: LayerActivations[] = [];
+    for (let l = 0; l < this.config.numLayers; l++) {
+      const act = this.layerForward(l, x, t.seg, t.pos, batch.B);
+      layers.push(act);
+      x = this.layerOutput(l, act);
+    }
+    const { y: hFinal, rstd: rstdFinal } = rmsnorm(gpu, x, this.p('model.norm.weight'), {
+      eps: this.config.rmsNormEps,
+    });
+    const head = tokenLogprob(gpu, hFinal, this.lmHead, targetsT, { mask: maskT });
+    return {
+      batch,
+      ...t,
+      targets: targetsT,
+      layers,
+      xFinal: x,
+      hFinal,
+      rstdFinal,
+      head,
+      release() {
+        for (const act of layers) releaseLayer(act);
+        for (const z of [x, hFinal, rstdFinal, t.ids, t.seg, t.pos, targetsT, maskT]) z.release();
+        head.release();
+      },
+    };
+  }
+
+  /**
+   * Backpropagates dLoss/dlogprob (gLogprob [N]) and optionally dLoss/dentropy (gEntropy [N]) through
+   * the activations of a forward(), adding every parameter's gradient into this.grads.
+   */
+  backward(fwd: ForwardActivations, gLogprob: Tensor | null, gEntropy: Tensor | null = null): void {
+    const gpu = this.gpu;
+    const { B } = fwd.batch;
+    const headName = this.lmHeadName;
+    const { dh: dhFinal } = tokenLogprobBackward(gpu, fwd.hFinal, this.lmHead, fwd.targets, fwd.head, {
+      gLogprob: gLogprob ?? undefined,
+      gEntropy: gEntropy ?? undefined,
+      dW: this.grad(headName),
+      accumulateDw: true,
+      computeDw: !this.frozen.has(headName),
+    });
+    const { dx } = rmsnormBackward(gpu, dhFinal!, fwd.xFinal, this.p('model.norm.weight'), fwd.rstdFinal, {
+      dw: this.grad('model.norm.weight'),
+      accumulateDw: true,
+    });
+    dhFinal!.release();
+    for (let l = this.config.numLayers - 1; l >= 0; l--) {
+      this.layerBackward(l, fwd.layers[l], dx, fwd.seg, fwd.pos, B);
+    }
+    embeddingBackward(gpu, dx, this.grad('model.embed_tokens.weight'), fwd.batch.ids, { seg: fwd.batch.seg });
+    dx.release();
+  }
+
+  // ---------------------------------------------------------------------------- generation
+
+  /**
+   * Samples continuations of `prompts` with a KV cache: one prefill over the (left-padded) prompts,
+   * then one token per row per step. Stops a row at a stop token id, at maxNewTokens, or when
+   * shouldStop says so. Randomness is counter-based (seed, step, row): same seed, same tokens.
+   */
+  async generate(
+    prompts: ReadonlyArray<ArrayLike<number>>,
+    options: GenerateOptions,
+  ): Promise<GenerateResult> {
+    const session = this.startSession(
+      prompts.length,
+      Math.max(...prompts.map((p) => p.length)) + options.maxNewTokens,
+    );
+    try {
+      session.append(prompts);
+      return await session.sample(options);
+    } finally {
+      session.release();
+    }
+  }
+
+  /** A KV-cache session for multi-turn rollouts: append tokens (prompt, tool responses), sample turns. */
+  startSession(batch: number, maxLen: number): GenerationSession {
+    return new GenerationSession(this, batch, maxLen);
+  }
+
+  /** Forward of the newest Tq tokens of each row through the cache; returns last-token logits [B, V]. */
+  forwardCached(
+    session: GenerationSession,
+    ids: Uint32Array,
+    seg: Uint32Array,
+    pos: Uint32Array,
+    Tq: number,
+  ): Tensor {
+    const { gpu, config: c } = this;
+    const B = session.batch;
+    const N = B * Tq;
+    const idsT = gpu.upload(ids, [N], 'u32', 'gen.ids');
+    const segT = gpu.upload(seg, [N], 'u32', 'gen.seg');
+    const posT = gpu.upload(pos, [N], 'u32', 'gen.pos');
+    const rowLen = session.rowLengths();
+    const x = embedding(gpu, this.p('model.embed_tokens.weight'), idsT, { seg: segT });
+    for (let l = 0; l < c.numLayers; l++) {
+      const pre = `model.layers.${l}.`;
+      const cache = session.caches[l];
+      const { y: h, rstd } = rmsnorm(gpu, x, this.p(`${pre}input_layernorm.weight`), { eps: c.rmsNormEps });
+      rstd.release();
+      let q = linear(
+        gpu,
+        h,
+        this.p(`${pre}self_attn.q_proj.weight`),
+        this.bias(`${pre}self_attn.q_proj.bias`),
+      );
+      let k = linear(
+        gpu,
+        h,
+        this.p(`${pre}self_attn.k_proj.weight`),
+        this.bias(`${pre}self_attn.k_proj.bias`),
+      );
+      const v = linear(
+        gpu,
+        h,
+        this.p(`${pre}self_attn.v_proj.weight`),
+        this.bias(`${pre}self_attn.v_proj.bias`),
+      );
+      h.release();
+      if (c.qkNorm) {
+        const qn = rmsnorm(gpu, q, this.p(`${pre}self_attn.q_norm.weight`), {
+          eps: c.rmsNormEps,
+          heads: c.numHeads,
+        });
+        const kn = rmsnorm(gpu, k, this.p(`${pre}self_attn.k_norm.weight`), {
+          eps: c.rmsNormEps,
+          heads: c.numKvHeads,
+        });
+        for (const z of [q, k, qn.rstd, kn.rstd]) z.release();
+        q = qn.y;
+        k = kn.y;
+      }
+      ropeQK(gpu, q, k, posT, { headDim: c.headDim, theta: c.ropeTheta, inPlace: true });
+      kvCacheAppend(gpu, cache, k, v, segT, rowLen);
+      const { o, lse } = attentionDecode(gpu, q, cache, rowLen, { nHeads: c.numHeads });
+      for (const z of [q, k, v, lse]) z.release();
+      const attnOut = linear(
+        gpu,
+        o,
+        this.p(`${pre}self_attn.o_proj.weight`),
+        this.bias(`${pre}self_attn.o_proj.bias`),
+      );
+      o.release();
+      addInPlace(gpu, x, attnOut);
+      attnOut.release();
+      const { y: h2, rstd: rstd2 } = rmsnorm(gpu, x, this.p(`${pre}post_attention_layernorm.weight`), {
+        eps: c.rmsNormEps,
+      });
+      rstd2.release();
+      const g = linear(gpu, h2, this.p(`${pre}mlp.gate_proj.weight`));
+      const u = linear(gpu, h2, this.p(`${pre}mlp.up_proj.weight`));
+      h2.release();
+      const a = swiglu(gpu, g, u);
+      g.release();
+      u.release();
+      const m = linear(gpu, a, this.p(`${pre}mlp.down_proj.weight`));
+      a.release();
+      addInPlace(gpu, x, m);
+      m.release();
+    }
+    // Only each row's last new token feeds the next sample.
+    const last = gpu.empty([B, c.hiddenSize], 'f32', 'gen.last');
+    const rowBytes = c.hiddenSize * 4;
+    for (let b = 0; b < B; b++) {
+      const src: Bindable = { tensor: x, offset: (b * Tq + Tq - 1) * rowBytes, size: rowBytes };
+      gpu.copy(src, { tensor: last, offset: b * rowBytes, size: rowBytes });
+    }
+    x.release();
+    const { y: hf, rstd } = rmsnorm(gpu, last, this.p('model.norm.weight'), { eps: c.rmsNormEps });
+    last.release();
+    rstd.release();
+    const logits = linear(gpu, hf, this.lmHead);
+    hf.release();
+    for (const z of [idsT, segT, posT]) z.release();
+    return logits;
+  }
+
+  /** Reads every weight back (for saving). */
+  async exportWeights(): Promise<Map<string, { shape: number[]; data: Float32Array }>> {
+    const names = [...this.params.keys()];
+    const data = await this.gpu.readMany(names.map((n) => this.params.get(n)!));
+    return new Map(
+      names.map((n, i) => [n, { shape: [...this.params.get(n)!.shape], data: data[i] as Float32Array }]),
+    );
+  }
+
+  release(): void {
+    for (const t of this.params.values()) t.release();
+    for (const t of this.grads.values()) t.release();
+    this.params.clear();
+    this.grads.clear();
+  }
+}
+
+function releaseLayer(a: LayerActivations): void {
+  for (const t of [
+    a.x,
+    a.h,
+    a.rstd1,
+    a.qPre,
+    a.kPre,
+    a.rstdQ,
+    a.rstdK,
+    a.q,
+    a.k,
+    a.v,
+    a.o,
+    a.lse,
+    a.x1,
+    a.h2,
+    a.rstd2,
+    a.g,
+    a.u,
+    a.a,
+  ]) {
+    t?.release();
+  }
+}
+
+/**
+ * A batch of rows with a KV cache per layer, for multi-turn rollouts: append a prompt, sample a
+ * turn, append the tool responses, sample again... without ever recomputing the prefix.
+ *
+ * Every append advances all rows by the same number of cache slots (a row with fewer new tokens
+ * gets padding slots, segment 0, which attention ignores), so row lengths stay equal; RoPE
+ * positions count only each row's real tokens. The last sampled token of a turn is not yet in the
+ * cache; the next append writes it first.
+ */
+export class GenerationSession {
+  readonly model: QwenGpuModel;
+  readonly batch: number;
+  readonly maxLen: number;
+  readonly caches: KvCache[];
+  /** Real tokens per row so far (the next RoPE position). */
+  readonly realLength: number[];
+  /** Cache slots used per row (equal across rows). */
+  private used = 0;
+  private step = 0;
+  /** Next-token logits [B, V] after the last append; null before the first. */
+  private logits: Tensor | null = null;
+  /** Tokens sampled last but not yet in the cache. */
+  private tail: number[][];
+
+  constructor(model: QwenGpuModel, batch: number, maxLen: number) {
+    const c = model.config;
+    if (!Number.isInteger(batch) || batch < 1) throw new Error(`generation batch must be >= 1, got ${batch}`);
+    if (maxLen > c.maxPositionEmbeddings) {
+      throw new Error(
+        `generation length ${maxLen} exceeds max_position_embeddings ${c.maxPositionEmbeddings}`,
+      );
+    }
+    this.model = model;
+    this.batch = batch;
+    this.maxLen = maxLen;
+    const seg = model.gpu.zeros([batch, maxLen], 'u32', 'kvcache.seg'); // shared by all layers
+    this.caches = Array.from({ length: c.numLayers }, () =>
+      createKvCache(model.gpu, { batch, maxLen, nKvHeads: c.numKvHeads, headDim: c.headDim }, seg),
+    );
+    this.realLength = new Array(batch).fill(0);
+    this.tail = Array.from({ length: batch }, () => []);
+  }
+
+  /** Slots used, per row (what the attention kernels call rowLen). */
+  rowLengths(): number[] {
+    return new Array(this.batch).fill(this.used);
+  }
+
+  /** Slots left in the cache. */
+  get remaining(): number {
+    return this.maxLen - this.used;
+  }
+
+  /**
+   * Appends tokens to every row (a prompt, a tool response; [] for a row with nothing new) and
+   * computes the next-token logits. A row that appends nothing keeps no valid next-token logits
+   * (its newest slot is padding): only sample rows that are finished or just appended.
+   */
+  append(tokens: ReadonlyArray<ArrayLike<number>>): void {
+    if (tokens.length !== this.batch)
+      throw new Error(`append: ${tokens.length} rows for a session of ${this.batch}`);
+    const rows = tokens.map((t, b) => [...this.tail[b], ...Array.from(t)]);
+    this.tail = Array.from({ length: this.batch }, () => []);
+    const vocab = this.model.config.vocabSize;
+    for (let b = 0; b < rows.length; b++) {
+      for (let i = 0; i < rows[b].length; i++) {
+        const id = rows[b][i];
+        if (!Number.isInteger(id) || id < 0 || id >= vocab) {
+          throw new Error(`append: row ${b} token ${i} = ${id} is outside the vocabulary (${vocab})`);
+        }
+      }
+    }
+    const Tq = Math.max(...rows.map((t) => t.length));
+    if (Tq === 0) return;
+    if (this.used + Tq > this.maxLen) {
+      throw new Error(`append: ${this.used} + ${Tq} slots exceed the session's maxLen ${this.maxLen}`);
+    }
+    const ids = new Uint32Array(this.batch * Tq);
+    const seg = new Uint32Array(this.batch * Tq);
+    const pos = new Uint32Array(this.batch * Tq);
+    rows.forEach((row, b) => {
+      // Left-pad inside the block so every row's newest token is the block's last slot.
+      const start = Tq - row.length;
+      for (let i = 0; i < row.length; i++) {
+        ids[b * Tq + start + i] = row[i];
+        seg[b * Tq + start + i] = 1;
+        pos[b * Tq + start + i] = this.realLength[b] + i;
+      }
+      this.realLength[b] += row.length;
+    });
+    this.used += Tq;
+    this.logits?.release();
+    this.logits = this.model.forwardCached(this, ids, seg, pos, Tq);
+  }
+
+  /** The current next-token logits [B, V] (for tests and for showing the model's top choices). */
+  async readLogits(): Promise<Float32Array> {
+    if (!this.logits) throw new Error('readLogits: append tokens first');
+    return this.model.gpu.readF32(this.logits);
+  }
+
+  /** Samples one turn per row (until a stop token, shouldStop, or maxNewTokens). */
+  async sample(options: GenerateOptions): Promise<GenerateResult> {
+    const gpu = this.model.gpu;
+    const { maxNewTokens, temperature = 1, topK = 0, topP = 1, seed = 0, padId = 0 } = options;
+    if (!this.logits) throw new Error('sample: append a prompt first');
+    if (maxNewTokens > this.remaining + 1) {
+      throw new Error(`sample: ${maxNewTokens} new tokens do not fit the ${this.remaining} free cache slots`);
+    }
+    const stop = new Set(options.stopTokenIds ?? []);
+    const tokens: number[][] = Array.from({ length: this.batch }, () => []);
+    const logprobs: number[][] = Array.from({ length: this.batch }, () => []);
+    const finish: GenerateResult['finish'] = new Array(this.batch).fill('length');
+    const done = new Array<boolean>(this.batch).fill(false);
+    for (let s = 0; s < maxNewTokens; s++) {
+      const doneT = gpu.upload(
+        Uint32Array.from(done, (d) => (d ? 1 : 0)),
+        [this.batch],
+        'u32',
+        'gen.done',
+      );
+      const r = sampleTokens(gpu, this.logits!, {
+        temperature: temperature === 0 ? 1 : temperature,
+        greedy: temperature === 0,
+        topK,
+        topP,
+        seed,
+        step: this.step++,
+        done: doneT,
+        padId,
+        vocabSize: this.model.config.vocabSize,
+      });
+      const [ids, lps] = await gpu.readMany([r.ids, r.logprobs]);
+      r.ids.release();
+      r.logprobs.release();
+      doneT.release();
+      const next: number[][] = [];
+      for (let b = 0; b < this.batch; b++) {
+        if (done[b]) {
+          next.push([]);
+          continue;
+        }
+        const id = ids[b];
+        tokens[b].push(id);
+        logprobs[b].push(lps[b]);
+        next.push([id]);
+        if (stop.has(id)) {
+          done[b] = true;
+          finish[b] = 'stop';
+        } else if (options.shouldStop?.(b, tokens[b])) {
+          done[b] = true;
+          finish[b] = 'callback';
+        }
+      }
+      if (s + 1 < maxNewTokens && done.some((d) => !d)) {
+        this.append(next);
+      } else {
+        this.tail = next.map((row, b) => [...this.tail[b], ...row]);
+        break;
+      }
+    }
+    return { tokens, logprobs, finish };
+  }
+
+  release(): void {
+    this.logits?.release();
+    this.logits = null;
+    for (const c of this.caches) {
+      c.k.release();
+      c.v.release();
+    }
+    this.caches[0]?.seg.release();
+  }
+}

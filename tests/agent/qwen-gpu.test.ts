@@ -1,0 +1,381 @@
+// The composed GPU model against independent oracles: the plain-TS f64 reference forward
+// (tests/reference/qwen-ref.ts), finite differences of that reference, and the tfjs decoder layer.
+import { describe, expect, it } from 'vitest';
+import { loadCheckpoint, saveCheckpoint } from '../../src/agent/model/checkpoint.ts';
+import type { ModelConfig } from '../../src/agent/model/config.ts';
+import { packBatch, QwenGpuModel, type TokenBatch } from '../../src/agent/model/qwen-gpu.ts';
+import { memorySource } from '../../src/agent/model/sources.ts';
+import { tinyCheckpoint, tinySpec } from '../../src/agent/model/tiny-checkpoints.ts';
+import { AdamW } from '../../src/gpu/kernels/optimizer.ts';
+import { getTestGpu, randomArray } from '../helpers/gpu.ts';
+import { qwenForward } from '../reference/qwen-ref.ts';
+import { type DecoderLayerParams, decoderLayerGradsTf, initTf } from '../reference/tfjs-decoder-layer.ts';
+
+type Weights = Map<string, { shape: readonly number[]; data: Float32Array }>;
+
+function tiny(name: string): { config: ModelConfig; weights: Weights } {
+  const { config, tensors } = tinyCheckpoint(tinySpec(name));
+  return { config, weights: tensors as unknown as Weights };
+}
+
+/** max |a - b| / max(1, |b|) over the listed positions' rows of width V. */
+function rowsError(got: ArrayLike<number>, ref: ArrayLike<number>, n: number): number {
+  let worst = 0;
+  for (let i = 0; i < n; i++) {
+    if (!Number.isFinite(got[i])) return Number.POSITIVE_INFINITY;
+    worst = Math.max(worst, Math.abs(got[i] - ref[i]) / Math.max(1, Math.abs(ref[i])));
+  }
+  return worst;
+}
+
+/** ||a - b|| / ||b||. */
+function normError(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < a.length; i++) {
+    if (!Number.isFinite(a[i])) return Number.POSITIVE_INFINITY;
+    num += (a[i] - b[i]) ** 2;
+    den += b[i] ** 2;
+  }
+  return Math.sqrt(num / Math.max(den, 1e-30));
+}
+
+function tokens(n: number, seed: number, vocab: number): number[] {
+  return Array.from(randomArray(n, seed), (x) => Math.floor(((x + 1) / 2) * vocab) % vocab);
+}
+
+describe('QwenGpuModel forward', () => {
+  for (const name of ['tiny-qwen2-v512', 'tiny-qwen2-tied-v512', 'tiny-qwen3-v512']) {
+    for (const padSide of ['left', 'right'] as const) {
+      it(`${name}: logits equal the f64 reference with ${padSide} padding (rel <= 1e-4)`, async () => {
+        const gpu = await getTestGpu();
+        const { config, weights } = tiny(name);
+        const model = new QwenGpuModel(gpu, config, weights);
+        const seqs = [tokens(9, 1, config.vocabSize), tokens(5, 2, config.vocabSize)];
+        const batch = packBatch(seqs, { padSide });
+        const logits = await model.logits(batch);
+        const V = config.vocabSize;
+        seqs.forEach((seq, b) => {
+          const ref = qwenForward(config, weights, seq).logits;
+          const start = padSide === 'left' ? batch.T - seq.length : 0;
+          const got = logits.subarray((b * batch.T + start) * V, (b * batch.T + start + seq.length) * V);
+          expect(rowsError(got, ref, seq.length * V), `row ${b}`).toBeLessThanOrEqual(1e-4);
+        });
+        model.release();
+      });
+    }
+  }
+});
+
+describe('QwenGpuModel KV-cache generation', () => {
+  it('decode logits equal a full recompute at every step, across a mid-turn append of uneven length', async () => {
+    const gpu = await getTestGpu();
+    const { config, weights } = tiny('tiny-qwen3-v512');
+    const V = config.vocabSize;
+    const model = new QwenGpuModel(gpu, config, weights);
+    const prompts = [tokens(6, 3, V), tokens(3, 4, V)];
+    const history = prompts.map((p) => [...p]);
+    const session = model.startSession(2, 40);
+    const check = async (label: string) => {
+      const got = await session.readLogits();
+      history.forEach((seq, b) => {
+        const ref = qwenForward(config, weights, seq).logits.subarray((seq.length - 1) * V, seq.length * V);
+        expect(rowsError(got.subarray(b * V, (b + 1) * V), ref, V), `${label} row ${b}`).toBeLessThanOrEqual(
+          1e-4,
+        );
+      });
+    };
+    session.append(prompts);
+    await check('prefill');
+    // Greedy turn of 4 tokens; each sampled token must be the reference argmax at that point.
+    const turn = await session.sample({ maxNewTokens: 4, temperature: 0 });
+    for (let b = 0; b < 2; b++) {
+      for (const id of turn.tokens[b]) {
+        const ref = qwenForward(config, weights, history[b]).logits.subarray((history[b].length - 1) * V);
+        let arg = 0;
+        for (let j = 1; j < V; j++) if (ref[j] > ref[arg]) arg = j;
+        expect(id, `greedy row ${b}`).toBe(arg);
+        history[b].push(id);
+      }
+    }
+    // A "tool response" of different lengths per row, appended without recomputing the prefix.
+    const tool = [tokens(5, 5, V), tokens(2, 6, V)];
+    session.append(tool);
+    tool.forEach((t, b) => {
+      history[b].push(...t);
+    });
+    await check('after append');
+    const turn2 = await session.sample({ maxNewTokens: 2, temperature: 0 });
+    turn2.tokens.forEach((t, b) => {
+      history[b].push(...t);
+    });
+    session.append([[], []]); // flushes the last sampled tokens into the cache
+    await check('second turn');
+    session.release();
+    model.release();
+  });
+
+  it('sampling is reproducible with a seed and differs across seeds', async () => {
+    const gpu = await getTestGpu();
+    const { config, weights } = tiny('tiny-qwen2-v512');
+    const model = new QwenGpuModel(gpu, config, weights);
+    const prompts = [tokens(4, 7, 512), tokens(6, 8, 512), tokens(2, 9, 512)];
+    const opts = { maxNewTokens: 8, temperature: 1, topP: 0.95, topK: 50 };
+    const a = await model.generate(prompts, { ...opts, seed: 42 });
+    const b = await model.generate(prompts, { ...opts, seed: 42 });
+    const c = await model.generate(prompts, { ...opts, seed: 43 });
+    expect(a.tokens).toEqual(b.tokens);
+    expect(a.logprobs).toEqual(b.logprobs);
+    expect(a.tokens).not.toEqual(c.tokens);
+    for (const row of a.logprobs) for (const lp of row) expect(lp).toBeLessThanOrEqual(0);
+    model.release();
+  });
+
+  it('stops a row at a stop token and keeps the others going', async () => {
+    const gpu = await getTestGpu();
+    const { config, weights } = tiny('tiny-qwen2-v512');
+    const model = new QwenGpuModel(gpu, config, weights);
+    const prompts = [tokens(4, 10, 512), tokens(4, 11, 512)];
+    const free = await model.generate(prompts, { maxNewTokens: 6, temperature: 0 });
+    const stopId = free.tokens[0][2];
+    const stopped = await model.generate(prompts, {
+      maxNewTokens: 6,
+      temperature: 0,
+      stopTokenIds: [stopId],
+    });
+    expect(stopped.finish[0]).toBe('stop');
+    expect(stopped.tokens[0]).toEqual(free.tokens[0].slice(0, free.tokens[0].indexOf(stopId) + 1));
+    if (!free.tokens[1].includes(stopId)) expect(stopped.tokens[1]).toEqual(free.tokens[1]);
+    model.release();
+  });
+});
+
+/** Mean next-token NLL over the real tokens of row b, in f64 from the reference (for finite differences). */
+function referenceLoss(config: ModelConfig, weights: Weights, seqs: number[][]): number {
+  let total = 0;
+  let count = 0;
+  const V = config.vocabSize;
+  for (const seq of seqs) {
+    const { logits } = qwenForward(config, weights, seq);
+    for (let i = 0; i + 1 < seq.length; i++) {
+      let max = Number.NEGATIVE_INFINITY;
+      for (let j = 0; j < V; j++) max = Math.max(max, logits[i * V + j]);
+      let sum = 0;
+      for (let j = 0; j < V; j++) sum += Math.exp(logits[i * V + j] - max);
+      total -= logits[i * V + seq[i + 1]] - max - Math.log(sum);
+      count++;
+    }
+  }
+  return total / count;
+}
+
+function nextTokenTargets(batch: TokenBatch): { targets: Uint32Array; mask: Uint32Array; count: number } {
+  const N = batch.B * batch.T;
+  const targets = new Uint32Array(N);
+  const mask = new Uint32Array(N);
+  let count = 0;
+  for (let i = 0; i < N; i++) {
+    const sameRow = (i + 1) % batch.T !== 0;
+    if (batch.seg[i] !== 0 && sameRow && batch.seg[i + 1] === batch.seg[i]) {
+      targets[i] = batch.ids[i + 1];
+      mask[i] = 1;
+      count++;
+    }
+  }
+  return { targets, mask, count };
+}
+
+describe('QwenGpuModel backward', () => {
+  for (const name of ['tiny-qwen2-v512', 'tiny-qwen3-v512', 'tiny-qwen2-tied-v512']) {
+    it(`${name}: gradients match finite differences of the f64 reference loss`, async () => {
+      const gpu = await getTestGpu();
+      const { config, weights } = tiny(name);
+      const model = new QwenGpuModel(gpu, config, weights);
+      const seqs = [tokens(7, 21, 512), tokens(4, 22, 512)];
+      const batch = packBatch(seqs, { padSide: 'left' });
+      const { targets, mask, count } = nextTokenTargets(batch);
+      const fwd = model.forward(batch, targets, mask);
+      const gLp = gpu.upload(
+        Float32Array.from(mask, (m) => (m ? -1 / count : 0)),
+        [mask.length],
+      );
+      model.backward(fwd, gLp);
+      const probes: Array<[string, number]> = [];
+      for (const pname of model.params.keys()) {
+        const n = weights.get(pname)!.data.length;
+        for (const frac of [0.13, 0.61]) probes.push([pname, Math.floor(frac * n)]);
+      }
+      // Embedding rows of tokens in the batch get gradient; probe one of them too.
+      probes.push(['model.embed_tokens.weight', seqs[0][2] * config.hiddenSize + 5]);
+      const grads = new Map<string, Float32Array>();
+      for (const pname of new Set(probes.map((p) => p[0])))
+        grads.set(pname, await gpu.readF32(model.grad(pname)));
+      let maxAbsGrad = 0;
+      for (const g of grads.values()) for (const v of g) maxAbsGrad = Math.max(maxAbsGrad, Math.abs(v));
+      const eps = 1e-3;
+      for (const [pname, idx] of probes) {
+        const w = weights.get(pname)!.data;
+        const orig = w[idx];
+        // The reference reads weights through Float32Arrays: perturb a float64 copy instead.
+        const f64 = Float64Array.from(w);
+        const with_ = (delta: number) => {
+          f64[idx] = orig + delta;
+          const m = new Map(weights) as Weights;
+          m.set(pname, { shape: weights.get(pname)!.shape, data: f64 as unknown as Float32Array });
+          return referenceLoss(config, m, seqs);
+        };
+        const fd = (with_(eps) - with_(-eps)) / (2 * eps);
+        const got = grads.get(pname)![idx];
+        expect(Math.abs(got - fd), `${pname}[${idx}] gpu ${got} fd ${fd}`).toBeLessThanOrEqual(
+          2e-3 * maxAbsGrad + 2e-3 * Math.abs(fd),
+        );
+      }
+      fwd.release();
+      gLp.release();
+      model.release();
+    });
+  }
+});
+
+describe('decoder layer vs the tfjs oracle (tf.grads)', () => {
+  for (const name of ['tiny-qwen2-v512', 'tiny-qwen3-v512']) {
+    it(`${name}: layer output, dX and every parameter gradient match (||·|| rel <= 2e-4)`, async () => {
+      const gpu = await getTestGpu();
+      await initTf();
+      const { config: c, weights } = tiny(name);
+      const model = new QwenGpuModel(gpu, c, weights);
+      const batch = packBatch([tokens(6, 31, 512), tokens(4, 32, 512)], { padSide: 'left' });
+      const N = batch.B * batch.T;
+      const D = c.hiddenSize;
+      const x = randomArray(N * D, 33);
+      const R = randomArray(N * D, 34);
+      const w = (n: string) => weights.get(`model.layers.0.${n}`)?.data;
+      const params: DecoderLayerParams = {
+        inputNorm: w('input_layernorm.weight')!,
+        qW: w('self_attn.q_proj.weight')!,
+        qB: w('self_attn.q_proj.bias'),
+        kW: w('self_attn.k_proj.weight')!,
+        kB: w('self_attn.k_proj.bias'),
+        vW: w('self_attn.v_proj.weight')!,
+        vB: w('self_attn.v_proj.bias'),
+        oW: w('self_attn.o_proj.weight')!,
+        postNorm: w('post_attention_layernorm.weight')!,
+        gateW: w('mlp.gate_proj.weight')!,
+        upW: w('mlp.up_proj.weight')!,
+        downW: w('mlp.down_proj.weight')!,
+        qNorm: w('self_attn.q_norm.weight'),
+        kNorm: w('self_attn.k_norm.weight'),
+      };
+      const cfg = {
+        T: batch.T,
+        seg: Array.from(batch.seg),
+        pos: Array.from(batch.pos),
+        nH: c.numHeads,
+        nKv: c.numKvHeads,
+        hd: c.headDim,
+        eps: c.rmsNormEps,
+        theta: c.ropeTheta,
+        qkNorm: c.qkNorm,
+      };
+      const oracle = await decoderLayerGradsTf(params, x, cfg as never, R);
+      const seg = gpu.upload(batch.seg, [N], 'u32');
+      const pos = gpu.upload(batch.pos, [N], 'u32');
+      const act = model.layerForward(0, gpu.upload(x, [N, D]), seg, pos, batch.B);
+      const out = model.layerOutput(0, act);
+      const dx = gpu.upload(R, [N, D]);
+      model.layerBackward(0, act, dx, seg, pos, batch.B);
+      expect(normError(await gpu.readF32(out), oracle.out)).toBeLessThanOrEqual(2e-4);
+      expect(normError(await gpu.readF32(dx), oracle.dx)).toBeLessThanOrEqual(2e-4);
+      const names: Record<string, string> = {
+        inputNorm: 'input_layernorm.weight',
+        qW: 'self_attn.q_proj.weight',
+        qB: 'self_attn.q_proj.bias',
+        kW: 'self_attn.k_proj.weight',
+        kB: 'self_attn.k_proj.bias',
+        vW: 'self_attn.v_proj.weight',
+        vB: 'self_attn.v_proj.bias',
+        oW: 'self_attn.o_proj.weight',
+        postNorm: 'post_attention_layernorm.weight',
+        gateW: 'mlp.gate_proj.weight',
+        upW: 'mlp.up_proj.weight',
+        downW: 'mlp.down_proj.weight',
+        qNorm: 'self_attn.q_norm.weight',
+        kNorm: 'self_attn.k_norm.weight',
+      };
+      let compared = 0;
+      for (const [key, ref] of Object.entries(oracle.dParams)) {
+        if (!ref) continue;
+        const got = await gpu.readF32(model.grad(`model.layers.0.${names[key]}`));
+        expect(normError(got, ref), key).toBeLessThanOrEqual(2e-4);
+        compared++;
+      }
+      expect(compared).toBe(c.qkNorm ? 11 : 12);
+      model.release();
+    });
+  }
+});
+
+describe('QwenGpuModel training', () => {
+  it('overfits one fixed batch: loss falls from ~ln(V) to near zero with AdamW', async () => {
+    const gpu = await getTestGpu();
+    const { config, weights } = tiny('tiny-qwen2-v512');
+    const model = new QwenGpuModel(gpu, config, weights);
+    const batch = packBatch([tokens(12, 41, 512), tokens(9, 42, 512)], { padSide: 'right' });
+    const { targets, mask, count } = nextTokenTargets(batch);
+    const gLp = gpu.upload(
+      Float32Array.from(mask, (m) => (m ? -1 / count : 0)),
+      [mask.length],
+    );
+    const opt = new AdamW(gpu, model.trainableParams(), {
+      lr: 1e-2,
+      weightDecay: 0,
+      maxGradNorm: 1,
+      groups: [{ name: 'norms', match: /norm|bias/, weightDecay: 0 }],
+    });
+    const losses: number[] = [];
+    for (let step = 0; step < 150; step++) {
+      model.zeroGrad();
+      const fwd = model.forward(batch, targets, mask);
+      if (step % 10 === 0 || step === 149) {
+        const lp = await gpu.readF32(fwd.head.logprob);
+        let s = 0;
+        for (let i = 0; i < lp.length; i++) if (mask[i]) s -= lp[i];
+        losses.push(s / count);
+      }
+      model.backward(fwd, gLp);
+      opt.step(model.grads);
+      fwd.release();
+    }
+    console.log(`[overfit] loss every 10 steps: ${losses.map((l) => l.toFixed(3)).join(' ')}`);
+    expect(losses[0]).toBeGreaterThan(5); // ln 512 = 6.24 for a random model
+    expect(losses.at(-1)!).toBeLessThan(0.05);
+    opt.release();
+    model.release();
+  });
+});
+
+describe('QwenGpuModel save and load', () => {
+  it('exported weights save as HF files and load back bit-exactly, giving identical logits', async () => {
+    const gpu = await getTestGpu();
+    const { config, weights } = tiny('tiny-qwen3-v512');
+    const model = new QwenGpuModel(gpu, config, weights);
+    const exported = await model.exportWeights();
+    const files = saveCheckpoint({ config, tensors: exported, dtype: 'F32' });
+    const loaded = await loadCheckpoint(memorySource(files));
+    for (const [name, t] of exported) {
+      const back = loaded.tensors.get(name)!;
+      expect(back.shape).toEqual(t.shape);
+      expect(
+        Buffer.from(back.data.buffer, back.data.byteOffset, back.data.byteLength).equals(
+          Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength),
+        ),
+        name,
+      ).toBe(true);
+    }
+    const again = new QwenGpuModel(gpu, loaded.config, loaded.tensors);
+    const batch = packBatch([tokens(5, 51, 512)]);
+    expect(Array.from(await again.logits(batch))).toEqual(Array.from(await model.logits(batch)));
+    again.release();
+    model.release();
+  });
+});
