@@ -6,12 +6,15 @@
 // beta is 0 (overwrite) or 1 (accumulate, e.g. gradients over micro-batches); with beta = 0 the
 // old C is never read, so garbage or NaN in a pooled buffer cannot leak in.
 //
-// Two entry points, chosen per adapter by the TS wrapper:
+// Three entry points, chosen by the TS wrapper (per adapter, and by M):
 //  - matmul_regblock: each invocation owns a 4x4 block of C, reads A and B straight from storage,
 //    no workgroup memory, no barriers. Fastest on CPU adapters (lavapipe, SwiftShader), where
 //    barriers and workgroup memory are expensive.
 //  - matmul_tiled: 64x64 tiles of C per workgroup, 16-deep K slices staged in workgroup memory,
 //    each invocation owns a 4x4 block. The usual shape for real GPUs.
+//  - matmul_skinny: M <= 4 (a decode step's LM head and projections): one invocation per output
+//    column owns all ROWS rows, so no work goes to clamped duplicate rows (regblock at M = 1 did 4x
+//    the FMAs and loads).
 // Out-of-range rows/columns are clamped on load (valid memory, result discarded on store) so the
 // inner loops have no branches; any M, N, K works, not only tile multiples.
 
@@ -34,6 +37,7 @@ struct Params {
 
 override TRANS_A: bool = false;
 override TRANS_B: bool = false;
+override ROWS: u32 = 4u; // matmul_skinny: rows per invocation (1, 2 or 4)
 
 fn a_index(base: u32, m: u32, k: u32) -> u32 {
   if (TRANS_A) { return base + k * p.M + m; }
@@ -144,5 +148,28 @@ fn matmul_tiled(
     for (var j = 0u; j < 4u; j++) {
       store(baseC, m0 + i, n0 + j, acc[i][j]);
     }
+  }
+}
+
+@compute @workgroup_size(64, 1, 1)
+fn matmul_skinny(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let b = gid.z;
+  let n = gid.x;
+  let m0 = gid.y * ROWS;
+  if (n >= p.N || m0 >= p.M) { return; }
+  let baseA = b * p.strideA;
+  let baseB = b * p.strideB;
+  var rows: array<u32, 4>;
+  for (var i = 0u; i < ROWS; i++) { rows[i] = min(m0 + i, p.M - 1u); }
+  var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+  for (var k = 0u; k < p.K; k++) {
+    let bv = B[b_index(baseB, k, n)];
+    for (var i = 0u; i < ROWS; i++) {
+      acc[i] += A[a_index(baseA, rows[i], k)] * bv;
+    }
+  }
+  let baseC = b * p.strideC;
+  for (var i = 0u; i < ROWS; i++) {
+    store(baseC, m0 + i, n, acc[i]);
   }
 }

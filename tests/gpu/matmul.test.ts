@@ -24,7 +24,7 @@ const VARIANTS: Array<[boolean, boolean]> = [
   [true, false],
 ];
 
-describe.each<MatmulVariant>(['regblock', 'tiled'])('matmul (%s)', (variant) => {
+describe.each<MatmulVariant>(['regblock', 'tiled', 'skinny'])('matmul (%s)', (variant) => {
   for (const [transA, transB] of VARIANTS) {
     const label = `${transA ? 'Aᵀ' : 'A'}·${transB ? 'Bᵀ' : 'B'}`;
     it(`${label} matches the CPU reference on ${SHAPES.length} shapes (rel err <= 1e-4)`, async () => {

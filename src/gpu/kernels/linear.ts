@@ -14,11 +14,10 @@
 // raises a GpuLimitError naming the binding otherwise).
 
 import linearWgsl from '../../shaders/linear.wgsl?raw';
-import matmulWgsl from '../../shaders/matmul.wgsl?raw';
 import { formatBytes, GpuLimitError } from '../errors.ts';
 import type { Gpu } from '../runtime.ts';
 import type { Bindable, Tensor, TensorView } from '../tensor.ts';
-import { defaultMatmulVariant, type MatmulVariant } from './matmul.ts';
+import { type MatmulVariant, matmulInto } from './matmul.ts';
 
 // ---------------------------------------------------------------- shared helpers
 
@@ -48,7 +47,7 @@ export interface MatmulViewDims {
  * Shapes are given explicitly; each binding must hold at least what the shapes say.
  */
 export function matmulViews(gpu: Gpu, a: Bindable, b: Bindable, c: Bindable, dims: MatmulViewDims): void {
-  const { M, N, K, transA = false, transB = false, alpha = 1, accumulate = false } = dims;
+  const { M, N, K, accumulate = false } = dims;
   for (const [name, bind, elems] of [
     ['a', a, M * K],
     ['b', b, K * N],
@@ -69,16 +68,7 @@ export function matmulViews(gpu: Gpu, a: Bindable, b: Bindable, c: Bindable, dim
     }
     return;
   }
-  const variant = dims.variant ?? defaultMatmulVariant(gpu);
-  const kernel = gpu.kernel({
-    name: 'matmul.wgsl',
-    code: matmulWgsl,
-    entryPoint: variant === 'tiled' ? 'matmul_tiled' : 'matmul_regblock',
-    constants: { TRANS_A: transA ? 1 : 0, TRANS_B: transB ? 1 : 0 },
-  });
-  const params = gpu.uniform('uuuuuuuff', [M, N, K, 1, M * K, K * N, M * N, alpha, accumulate ? 1 : 0]);
-  const tile = variant === 'tiled' ? 64 : 32;
-  gpu.dispatch(kernel, [a, b, c, params], [Math.ceil(N / tile), Math.ceil(M / tile), 1], 2 * M * N * K);
+  matmulInto(gpu, a, b, c, dims);
 }
 
 /** A 2-D grid of 64-wide workgroups covering `count` invocations (flattened x then y). */

@@ -7,17 +7,75 @@
 
 import matmulWgsl from '../../shaders/matmul.wgsl?raw';
 import type { Gpu } from '../runtime.ts';
-import type { Tensor } from '../tensor.ts';
+import type { Bindable, Tensor } from '../tensor.ts';
 
-export type MatmulVariant = 'regblock' | 'tiled';
+export type MatmulVariant = 'regblock' | 'tiled' | 'skinny';
 
 /**
  * Measured here: on CPU adapters (lavapipe, SwiftShader) the barrier-free register-blocked kernel
  * beats the workgroup-tiled one several times over; real GPUs want the tiled one. Kept per adapter,
- * overridable for benchmarks.
+ * overridable for benchmarks. Independently of the adapter, M <= 4 (decode steps) goes to the
+ * skinny kernel: the 4x4 blocks of the others would compute duplicate rows.
  */
-export function defaultMatmulVariant(gpu: Gpu): MatmulVariant {
+export function defaultMatmulVariant(gpu: Gpu, M = Number.POSITIVE_INFINITY): MatmulVariant {
+  if (M <= 4) return 'skinny';
   return gpu.report.kind === 'gpu' ? 'tiled' : 'regblock';
+}
+
+/** Problem size and layout for matmulInto (strides in elements; 0 shares an operand across the batch). */
+export interface MatmulDims {
+  M: number;
+  N: number;
+  K: number;
+  batch?: number;
+  strideA?: number;
+  strideB?: number;
+  strideC?: number;
+  transA?: boolean;
+  transB?: boolean;
+  alpha?: number;
+  /** C += alpha·op(A)·op(B) instead of C = ... */
+  accumulate?: boolean;
+  variant?: MatmulVariant;
+}
+
+/**
+ * The one dispatch path of matmul.wgsl, on any bindings (whole tensors or byte ranges of them, e.g.
+ * a vocabulary chunk of the LM head). Callers check shapes; this checks nothing but sizes > 0.
+ */
+export function matmulInto(gpu: Gpu, a: Bindable, b: Bindable, c: Bindable, dims: MatmulDims): void {
+  const { M, N, K, batch = 1, transA = false, transB = false, alpha = 1, accumulate = false } = dims;
+  if (M === 0 || N === 0 || K === 0 || batch === 0) return;
+  const variant = dims.variant ?? defaultMatmulVariant(gpu, M);
+  const rows = M >= 4 ? 4 : M >= 2 ? 2 : 1;
+  const kernel = gpu.kernel({
+    name: 'matmul.wgsl',
+    code: matmulWgsl,
+    entryPoint: `matmul_${variant}`,
+    constants: {
+      TRANS_A: transA ? 1 : 0,
+      TRANS_B: transB ? 1 : 0,
+      ...(variant === 'skinny' ? { ROWS: rows } : {}),
+    },
+  });
+  const params = gpu.uniform('uuuuuuuff', [
+    M,
+    N,
+    K,
+    batch,
+    dims.strideA ?? M * K,
+    dims.strideB ?? K * N,
+    dims.strideC ?? M * N,
+    alpha,
+    accumulate ? 1 : 0,
+  ]);
+  const grid: [number, number, number] =
+    variant === 'skinny'
+      ? [Math.ceil(N / 64), Math.ceil(M / rows), batch]
+      : variant === 'tiled'
+        ? [Math.ceil(N / 64), Math.ceil(M / 64), batch]
+        : [Math.ceil(N / 32), Math.ceil(M / 32), batch];
+  gpu.dispatch(kernel, [a, b, c, params], grid, 2 * M * N * K * batch);
 }
 
 export interface MatmulOptions {
@@ -70,30 +128,17 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, options: MatmulOptions = 
     if (!accumulate) gpu.fill0(out);
     return out;
   }
-  const variant = options.variant ?? defaultMatmulVariant(gpu);
-  const kernel = gpu.kernel({
-    name: 'matmul.wgsl',
-    code: matmulWgsl,
-    entryPoint: variant === 'tiled' ? 'matmul_tiled' : 'matmul_regblock',
-    constants: { TRANS_A: transA ? 1 : 0, TRANS_B: transB ? 1 : 0 },
-  });
-  const params = gpu.uniform('uuuuuuuff', [
+  matmulInto(gpu, a, b, out, {
     M,
     N,
     K,
     batch,
-    M * K,
-    bBatch === 1 ? 0 : K * N,
-    M * N,
+    strideB: bBatch === 1 ? 0 : K * N,
+    transA,
+    transB,
     alpha,
-    accumulate ? 1 : 0,
-  ]);
-  const tile = variant === 'tiled' ? 64 : 32;
-  gpu.dispatch(
-    kernel,
-    [a, b, out, params],
-    [Math.ceil(N / tile), Math.ceil(M / tile), batch],
-    2 * M * N * K * batch,
-  );
+    accumulate,
+    variant: options.variant,
+  });
   return out;
 }
