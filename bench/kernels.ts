@@ -9,12 +9,7 @@ import { packBatch, QwenGpuModel } from '../src/agent/model/qwen-gpu.ts';
 import { attentionBackward, attentionForward } from '../src/gpu/kernels/attention.ts';
 import { matmul } from '../src/gpu/kernels/matmul.ts';
 import { Gpu } from '../src/gpu/runtime.ts';
-import {
-  type DecoderLayerParams,
-  decoderParamShapes,
-  initTf,
-  timeDecoderLayerTf,
-} from '../tests/reference/tfjs-decoder-layer.ts';
+import { hfLayerParams, initTf, timeDecoderLayerTf } from '../tests/reference/tfjs-decoder-layer.ts';
 import { median, QWEN25_05B, randomWeights, shapeConfig, TINY } from './random-model.ts';
 
 const quick = process.env.BENCH_QUICK === '1';
@@ -121,22 +116,7 @@ async function layerBench(shape: typeof TINY, B: number, T: number): Promise<str
     },
     quick ? 1 : 3,
   );
-  const w = (n: string) => weights.get(`model.layers.0.${n}`)?.data;
-  const params: DecoderLayerParams = {
-    inputNorm: w('input_layernorm.weight')!,
-    qW: w('self_attn.q_proj.weight')!,
-    qB: w('self_attn.q_proj.bias'),
-    kW: w('self_attn.k_proj.weight')!,
-    kB: w('self_attn.k_proj.bias'),
-    vW: w('self_attn.v_proj.weight')!,
-    vB: w('self_attn.v_proj.bias'),
-    oW: w('self_attn.o_proj.weight')!,
-    postNorm: w('post_attention_layernorm.weight')!,
-    gateW: w('mlp.gate_proj.weight')!,
-    upW: w('mlp.up_proj.weight')!,
-    downW: w('mlp.down_proj.weight')!,
-  };
-  void decoderParamShapes;
+  const params = hfLayerParams(weights, 0);
   const tfTime = await timeDecoderLayerTf(
     params,
     x,

@@ -9,7 +9,13 @@ import { tinyCheckpoint, tinySpec } from '../../src/agent/model/tiny-checkpoints
 import { AdamW } from '../../src/gpu/kernels/optimizer.ts';
 import { getTestGpu, randomArray } from '../helpers/gpu.ts';
 import { qwenForward } from '../reference/qwen-ref.ts';
-import { type DecoderLayerParams, decoderLayerGradsTf, initTf } from '../reference/tfjs-decoder-layer.ts';
+import {
+  type DecoderParamName,
+  decoderLayerGradsTf,
+  HF_LAYER_NAMES,
+  hfLayerParams,
+  initTf,
+} from '../reference/tfjs-decoder-layer.ts';
 
 type Weights = Map<string, { shape: readonly number[]; data: Float32Array }>;
 
@@ -249,23 +255,7 @@ describe('decoder layer vs the tfjs oracle (tf.grads)', () => {
       const D = c.hiddenSize;
       const x = randomArray(N * D, 33);
       const R = randomArray(N * D, 34);
-      const w = (n: string) => weights.get(`model.layers.0.${n}`)?.data;
-      const params: DecoderLayerParams = {
-        inputNorm: w('input_layernorm.weight')!,
-        qW: w('self_attn.q_proj.weight')!,
-        qB: w('self_attn.q_proj.bias'),
-        kW: w('self_attn.k_proj.weight')!,
-        kB: w('self_attn.k_proj.bias'),
-        vW: w('self_attn.v_proj.weight')!,
-        vB: w('self_attn.v_proj.bias'),
-        oW: w('self_attn.o_proj.weight')!,
-        postNorm: w('post_attention_layernorm.weight')!,
-        gateW: w('mlp.gate_proj.weight')!,
-        upW: w('mlp.up_proj.weight')!,
-        downW: w('mlp.down_proj.weight')!,
-        qNorm: w('self_attn.q_norm.weight'),
-        kNorm: w('self_attn.k_norm.weight'),
-      };
+      const params = hfLayerParams(weights, 0);
       const cfg = {
         T: batch.T,
         seg: Array.from(batch.seg),
@@ -286,26 +276,12 @@ describe('decoder layer vs the tfjs oracle (tf.grads)', () => {
       model.layerBackward(0, act, dx, seg, pos, batch.B);
       expect(normError(await gpu.readF32(out), oracle.out)).toBeLessThanOrEqual(2e-4);
       expect(normError(await gpu.readF32(dx), oracle.dx)).toBeLessThanOrEqual(2e-4);
-      const names: Record<string, string> = {
-        inputNorm: 'input_layernorm.weight',
-        qW: 'self_attn.q_proj.weight',
-        qB: 'self_attn.q_proj.bias',
-        kW: 'self_attn.k_proj.weight',
-        kB: 'self_attn.k_proj.bias',
-        vW: 'self_attn.v_proj.weight',
-        vB: 'self_attn.v_proj.bias',
-        oW: 'self_attn.o_proj.weight',
-        postNorm: 'post_attention_layernorm.weight',
-        gateW: 'mlp.gate_proj.weight',
-        upW: 'mlp.up_proj.weight',
-        downW: 'mlp.down_proj.weight',
-        qNorm: 'self_attn.q_norm.weight',
-        kNorm: 'self_attn.k_norm.weight',
-      };
       let compared = 0;
       for (const [key, ref] of Object.entries(oracle.dParams)) {
         if (!ref) continue;
-        const got = await gpu.readF32(model.grad(`model.layers.0.${names[key]}`));
+        const got = await gpu.readF32(
+          model.grad(`model.layers.0.${HF_LAYER_NAMES[key as DecoderParamName]}`),
+        );
         expect(normError(got, ref), key).toBeLessThanOrEqual(2e-4);
         compared++;
       }

@@ -572,3 +572,50 @@ export async function timeDecoderLayerTf(
     pr.dispose();
   }
 }
+
+/** The HF tensor name (after `model.layers.{i}.`) of each oracle parameter. */
+export const HF_LAYER_NAMES: Record<DecoderParamName, string> = {
+  inputNorm: 'input_layernorm.weight',
+  qW: 'self_attn.q_proj.weight',
+  qB: 'self_attn.q_proj.bias',
+  kW: 'self_attn.k_proj.weight',
+  kB: 'self_attn.k_proj.bias',
+  vW: 'self_attn.v_proj.weight',
+  vB: 'self_attn.v_proj.bias',
+  oW: 'self_attn.o_proj.weight',
+  postNorm: 'post_attention_layernorm.weight',
+  gateW: 'mlp.gate_proj.weight',
+  upW: 'mlp.up_proj.weight',
+  downW: 'mlp.down_proj.weight',
+  qNorm: 'self_attn.q_norm.weight',
+  kNorm: 'self_attn.k_norm.weight',
+};
+
+/** Layer `layer`'s parameters from HF-named weights (absent optional tensors stay undefined). */
+export function hfLayerParams(
+  weights: ReadonlyMap<string, { data: Float32Array }>,
+  layer: number,
+): DecoderLayerParams {
+  const get = (name: DecoderParamName) => weights.get(`model.layers.${layer}.${HF_LAYER_NAMES[name]}`)?.data;
+  const required = (name: DecoderParamName) => {
+    const t = get(name);
+    if (!t) throw new Error(`hfLayerParams: model.layers.${layer}.${HF_LAYER_NAMES[name]} is missing`);
+    return t;
+  };
+  return {
+    inputNorm: required('inputNorm'),
+    qW: required('qW'),
+    qB: get('qB'),
+    kW: required('kW'),
+    kB: get('kB'),
+    vW: required('vW'),
+    vB: get('vB'),
+    oW: required('oW'),
+    postNorm: required('postNorm'),
+    gateW: required('gateW'),
+    upW: required('upW'),
+    downW: required('downW'),
+    qNorm: get('qNorm'),
+    kNorm: get('kNorm'),
+  };
+}

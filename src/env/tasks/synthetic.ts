@@ -144,6 +144,16 @@ function earlier(a: [string, number], b: [string, number]): string {
   return a[1] <= b[1] ? a[0] : b[0];
 }
 
+/** Searches each named entity's year field (noting "<name> <verb> in <year>.") and returns the earlier. */
+function earlierByYear(r: FactReader, names: [string, string], key: string, verb: string): string {
+  const [a, b] = names.map((name) => {
+    const year = Number(field(r.entity(name), key));
+    r.note(`${name} ${verb} in ${year}.`);
+    return [name, year] as [string, number];
+  });
+  return earlier(a, b);
+}
+
 const TEMPLATES: QuestionTemplate[] = [
   {
     id: 'creator_birthplace',
@@ -414,12 +424,7 @@ const TEMPLATES: QuestionTemplate[] = [
     },
     pattern: /^Who was born first, (.+?) or (.+)\?$/,
     solve(m, r) {
-      const years = [m[1], m[2]].map((name) => {
-        const year = Number(field(r.entity(name), 'born'));
-        r.note(`${name} was born in ${year}.`);
-        return [name, year] as [string, number];
-      });
-      return earlier(years[0], years[1]);
+      return earlierByYear(r, [m[1], m[2]], 'born', 'was born');
     },
   },
   {
@@ -437,12 +442,7 @@ const TEMPLATES: QuestionTemplate[] = [
     },
     pattern: /^Which was founded first, (.+?) or (.+)\?$/,
     solve(m, r) {
-      const years = [m[1], m[2]].map((name) => {
-        const year = Number(field(r.entity(name), 'founded'));
-        r.note(`${name} was founded in ${year}.`);
-        return [name, year] as [string, number];
-      });
-      return earlier(years[0], years[1]);
+      return earlierByYear(r, [m[1], m[2]], 'founded', 'was founded');
     },
   },
   {
@@ -460,12 +460,7 @@ const TEMPLATES: QuestionTemplate[] = [
     },
     pattern: new RegExp(`^Which came out first, the ${WORK_KINDS} (.+?) or the ${WORK_KINDS} (.+)\\?$`),
     solve(m, r) {
-      const years = [m[2], m[4]].map((title) => {
-        const year = Number(field(r.entity(title), 'year'));
-        r.note(`${title} came out in ${year}.`);
-        return [title, year] as [string, number];
-      });
-      return earlier(years[0], years[1]);
+      return earlierByYear(r, [m[2], m[4]], 'year', 'came out');
     },
   },
   {
