@@ -221,7 +221,7 @@ export async function acquireDevice(options: AcquireOptions = {}): Promise<Acqui
     const preference = options.adapter ?? fromEnv ?? 'auto';
     if (!['auto', 'gpu', 'lavapipe', 'swiftshader'].includes(preference)) {
       throw new WebGPUUnavailableError(
-        `AGENT_R1_ADAPTER="${preference}" is not one of auto, gpu, lavapipe, swiftshader.`,
+        `${options.adapter ? 'adapter' : 'AGENT_R1_ADAPTER'}="${preference}" is not one of auto, gpu, lavapipe, swiftshader.`,
       );
     }
     const { gpu, adapter, source } = await nodeAdapter(preference);

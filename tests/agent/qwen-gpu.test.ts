@@ -330,6 +330,39 @@ describe('QwenGpuModel training', () => {
   });
 });
 
+describe('QwenGpuModel frozen parameters', () => {
+  it('a training step changes only unfrozen tensors (frozen LM head and embedding stay bit-identical)', async () => {
+    const gpu = await getTestGpu();
+    const { config, weights } = tiny('tiny-qwen2-v512');
+    const model = new QwenGpuModel(gpu, config, weights);
+    model.frozen.add('lm_head.weight');
+    model.frozen.add('model.embed_tokens.weight');
+    for (const name of model.params.keys()) if (name.includes('layers.1.')) model.frozen.add(name);
+    const batch = packBatch([tokens(8, 61, 512)]);
+    const { targets, mask, count } = nextTokenTargets(batch);
+    const gLp = gpu.upload(
+      Float32Array.from(mask, (m) => (m ? -1 / count : 0)),
+      [mask.length],
+    );
+    const trainable = model.trainableParams();
+    expect(trainable.has('lm_head.weight')).toBe(false);
+    const opt = new AdamW(gpu, trainable, { lr: 1e-2 });
+    const before = await model.exportWeights();
+    const fwd = model.forward(batch, targets, mask);
+    model.backward(fwd, gLp);
+    opt.step(new Map([...model.grads].filter(([n]) => trainable.has(n))));
+    fwd.release();
+    const after = await model.exportWeights();
+    for (const [name, t] of before) {
+      const same = Buffer.from(t.data.buffer).equals(Buffer.from(after.get(name)!.data.buffer));
+      expect(same, name).toBe(model.frozen.has(name));
+    }
+    opt.release();
+    gLp.release();
+    model.release();
+  });
+});
+
 describe('QwenGpuModel save and load', () => {
   it('exported weights save as HF files and load back bit-exactly, giving identical logits', async () => {
     const gpu = await getTestGpu();

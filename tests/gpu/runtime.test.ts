@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { GpuLimitError, ShaderCompileError } from '../../src/gpu/errors.ts';
-import { poolBucketSize } from '../../src/gpu/runtime.ts';
+import {
+  DeviceLostError,
+  GpuLimitError,
+  GpuTimeoutError,
+  ShaderCompileError,
+  WebGPUUnavailableError,
+} from '../../src/gpu/errors.ts';
+import { matmul } from '../../src/gpu/kernels/matmul.ts';
+import { Gpu, poolBucketSize } from '../../src/gpu/runtime.ts';
 import { getTestGpu } from '../helpers/gpu.ts';
 
 describe('gpu runtime', () => {
@@ -96,5 +103,31 @@ describe('gpu runtime', () => {
       expect(b).toBeGreaterThanOrEqual(n);
       expect(b / n).toBeLessThan(1.13);
     }
+  });
+
+  it('turns device loss into DeviceLostError for every later call instead of hanging', async () => {
+    const gpu = await Gpu.create();
+    const t = gpu.upload(new Float32Array([1, 2, 3]), [3]);
+    gpu.device.destroy();
+    await gpu.device.lost;
+    await new Promise((r) => setTimeout(r, 0)); // let the runtime's lost handler run
+    expect(() => gpu.empty([4])).toThrow(DeviceLostError);
+    await expect(gpu.read(t)).rejects.toBeInstanceOf(DeviceLostError);
+    await expect(gpu.sync()).rejects.toThrow(/device was lost/);
+  });
+
+  it('gives up on GPU work that outlasts the timeout with GpuTimeoutError', async () => {
+    const gpu = await Gpu.create({ timeoutMs: 1, sleepBeforeWait: false });
+    const n = 512;
+    const a = gpu.zeros([n, n]);
+    let out = a;
+    for (let i = 0; i < 8; i++) out = matmul(gpu, a, a);
+    await expect(gpu.read(out)).rejects.toBeInstanceOf(GpuTimeoutError);
+    gpu.destroy();
+  });
+
+  it('rejects an unknown adapter choice with a clear message', async () => {
+    await expect(Gpu.create({ adapter: 'tpu' as never })).rejects.toBeInstanceOf(WebGPUUnavailableError);
+    await expect(Gpu.create({ adapter: 'tpu' as never })).rejects.toThrow(/auto, gpu, lavapipe, swiftshader/);
   });
 });

@@ -450,7 +450,13 @@ export class QwenGpuModel {
     for (let l = this.config.numLayers - 1; l >= 0; l--) {
       this.layerBackward(l, fwd.layers[l], dx, fwd.seg, fwd.pos, B);
     }
-    embeddingBackward(gpu, dx, this.grad('model.embed_tokens.weight'), fwd.batch.ids, { seg: fwd.batch.seg });
+    // Frozen tensors are not stepped by the optimizer; the embedding and LM head (the largest) also
+    // skip their gradient computation. Other frozen weights still get gradients (dX needs the pass).
+    if (!this.frozen.has('model.embed_tokens.weight')) {
+      embeddingBackward(gpu, dx, this.grad('model.embed_tokens.weight'), fwd.batch.ids, {
+        seg: fwd.batch.seg,
+      });
+    }
     dx.release();
   }
 
