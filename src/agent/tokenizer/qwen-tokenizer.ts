@@ -41,10 +41,18 @@ export interface ToolCall {
   };
 }
 
-export type ChatMessage =
-  | { role: 'system' | 'user'; content: string }
-  | { role: 'assistant'; content: string; tool_calls?: ToolCall[]; reasoning_content?: string }
-  | { role: 'tool'; content: string; name?: string };
+/**
+ * A chat message as the template reads it. One interface rather than a union per role, so that
+ * src/env's ChatMessage (the ToolEnv's history) is assignable as is: tool_calls and
+ * reasoning_content are read only on assistant messages, name only on tool messages.
+ */
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: string;
+  tool_calls?: ToolCall[];
+  reasoning_content?: string;
+  name?: string;
+}
 
 /** A function tool as OpenAI / HF describe it: JSON Schema parameters. */
 export interface ToolSpec {
@@ -52,7 +60,8 @@ export interface ToolSpec {
   function: {
     name: string;
     description?: string;
-    parameters?: Record<string, unknown>;
+    /** JSON Schema; any object (the template only serialises it). */
+    parameters?: object;
   };
 }
 
