@@ -1,5 +1,7 @@
 import { useEffect } from 'react';
 import { AdapterPanel } from './components/AdapterPanel.tsx';
+import { GeneratePanel } from './components/GeneratePanel.tsx';
+import { ModelPanel } from './components/ModelPanel.tsx';
 import { NoWebGpu } from './components/NoWebGpu.tsx';
 import { SelfCheckPanel } from './components/SelfCheckPanel.tsx';
 import { useLab } from './store.ts';
@@ -30,6 +32,8 @@ export function App() {
       {status === 'unavailable' || status === 'error' ? <NoWebGpu /> : null}
       {status === 'ready' ? (
         <main className="panels">
+          <ModelPanel />
+          <GeneratePanel />
           <AdapterPanel />
           <SelfCheckPanel />
         </main>
