@@ -15,6 +15,7 @@ import type { FloatDtype } from '../agent/model/safetensors.ts';
 import {
   fileSource,
   hubSource,
+  MODEL_CACHE_NAME,
   type ModelSource,
   type NamedBlob,
   type Progress,
@@ -193,6 +194,13 @@ export interface LabState {
   fetchCatalog: () => Promise<void>;
   loadBundledModel: (name: string) => Promise<void>;
   loadHubModel: (repo: string, revision?: string) => Promise<void>;
+  /** Where Hub repos are downloaded from: huggingface.co, a mirror, or `?hub=<url>` in the page URL. */
+  hubEndpoint: string;
+  setHubEndpoint: (url: string) => void;
+  /** Empties the browser's cache of downloaded model files (Cache Storage). */
+  clearModelCache: () => Promise<void>;
+  /** The outcome of the last cache action, for the panel. */
+  cacheMessage: string | null;
   /** Files from an <input type=file> or a drop (config.json, *.safetensors, tokenizer files). */
   loadModelFiles: (files: readonly NamedBlob[]) => Promise<void>;
   downloadWeights: (dtype?: WeightsDtype) => Promise<void>;
@@ -212,6 +220,24 @@ const CHECKPOINT_FILE =
   /^(config\.json|generation_config\.json|tokenizer\.json|tokenizer_config\.json|.*\.safetensors|model\.safetensors\.index\.json)$/;
 
 const HUB_REPO = /^[A-Za-z0-9][\w.-]*\/[\w.-]+$/;
+const DEFAULT_HUB_ENDPOINT = 'https://huggingface.co';
+
+/** An http(s) URL without a trailing slash, or null. */
+function normaliseEndpoint(url: string): string | null {
+  try {
+    const u = new URL(url.trim());
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') return null;
+    return u.toString().replace(/\/+$/, '');
+  } catch {
+    return null;
+  }
+}
+
+/** `?hub=<url>` selects a Hub mirror (or a local server in tests); anything else: huggingface.co. */
+function initialHubEndpoint(): string {
+  const fromQuery = typeof location === 'undefined' ? null : new URLSearchParams(location.search).get('hub');
+  return (fromQuery && normaliseEndpoint(fromQuery)) || DEFAULT_HUB_ENDPOINT;
+}
 
 const SAMPLE_INVALID_TOKEN = 0xffffffff;
 
@@ -472,11 +498,41 @@ export const useLab = create<LabState>((set, get) => {
         });
         return;
       }
-      await loadFrom(() => hubSource(repo, { revision }), label, repo.split('/')[1], {
+      const endpoint = get().hubEndpoint;
+      await loadFrom(() => hubSource(repo, { revision, endpoint }), label, repo.split('/')[1], {
         kind: 'hub',
         repo,
         revision,
       });
+    },
+
+    hubEndpoint: initialHubEndpoint(),
+    cacheMessage: null,
+
+    setHubEndpoint: (url) => {
+      const endpoint = normaliseEndpoint(url);
+      if (endpoint) set({ hubEndpoint: endpoint, cacheMessage: null });
+      else
+        set({ cacheMessage: `"${url}" is not an http(s) URL; the Hub endpoint stays ${get().hubEndpoint}` });
+    },
+
+    clearModelCache: async () => {
+      if (typeof caches === 'undefined') {
+        set({
+          cacheMessage: 'This page has no Cache Storage (it needs https or localhost): nothing is cached.',
+        });
+        return;
+      }
+      try {
+        const existed = await caches.delete(MODEL_CACHE_NAME);
+        set({
+          cacheMessage: existed
+            ? 'Cleared the downloaded model files.'
+            : 'The download cache was already empty.',
+        });
+      } catch (e) {
+        set({ cacheMessage: `Could not clear the cache: ${describeError(e)}` });
+      }
     },
 
     loadModelFiles: async (files) => {

@@ -15,6 +15,10 @@ export function ModelPanel() {
   const loadBundled = useLab((s) => s.loadBundledModel);
   const loadHub = useLab((s) => s.loadHubModel);
   const loadFiles = useLab((s) => s.loadModelFiles);
+  const hubEndpoint = useLab((s) => s.hubEndpoint);
+  const setHubEndpoint = useLab((s) => s.setHubEndpoint);
+  const clearCache = useLab((s) => s.clearModelCache);
+  const cacheMessage = useLab((s) => s.cacheMessage);
   const [bundled, setBundled] = useState('');
   const [repo, setRepo] = useState('Qwen/Qwen2.5-0.5B-Instruct');
   const [revision, setRevision] = useState('main');
@@ -113,9 +117,32 @@ export function ModelPanel() {
             </button>
           </div>
           <p className="muted">
-            Qwen2 / Qwen2.5 / Qwen3 repos: config, tokenizer and safetensors are downloaded from
-            huggingface.co and cached in the browser.
+            Qwen2 / Qwen2.5 / Qwen3 repos: config, tokenizer and safetensors are downloaded from{' '}
+            <span data-testid="hub-endpoint">{hubEndpoint}</span> and kept in the browser's Cache Storage, so
+            a reload does not download them again. Pin a commit as the revision to be sure of what you get.
           </p>
+          <details className="muted">
+            <summary>endpoint and cache</summary>
+            <div className="row">
+              <input
+                type="text"
+                defaultValue={hubEndpoint}
+                title="a Hugging Face mirror, e.g. https://hf-mirror.com"
+                spellCheck={false}
+                onBlur={(e) => setHubEndpoint(e.target.value)}
+                disabled={busy}
+              />
+              <button
+                type="button"
+                data-testid="clear-cache"
+                onClick={() => void clearCache()}
+                disabled={busy}
+              >
+                Clear download cache
+              </button>
+            </div>
+            {cacheMessage ? <p data-testid="cache-message">{cacheMessage}</p> : null}
+          </details>
         </div>
         <div className="source">
           <h3>Your files</h3>
