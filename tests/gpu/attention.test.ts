@@ -13,6 +13,7 @@ import {
   attentionForwardRef,
 } from '../../src/gpu/reference/attention.ts';
 import { maxRelativeError } from '../../src/gpu/reference/matmul.ts';
+import { numericGradient } from '../helpers/finite-diff.ts';
 import { getTestGpu, randomArray } from '../helpers/gpu.ts';
 
 // Tolerances (max |gpu - ref| / max(1, |ref|), NaN anywhere fails):
@@ -123,16 +124,7 @@ describe('attention CPU reference', () => {
       [k64, g.dk, 'dk'],
       [v64, g.dv, 'dv'],
     ] as const) {
-      const fd = new Float64Array(x.length);
-      for (let i = 0; i < x.length; i++) {
-        const x0 = x[i];
-        x[i] = x0 + eps;
-        const up = loss();
-        x[i] = x0 - eps;
-        const down = loss();
-        x[i] = x0;
-        fd[i] = (up - down) / (2 * eps);
-      }
+      const fd = numericGradient(x, loss, eps);
       expect(maxRelativeError(grad, fd), name).toBeLessThanOrEqual(FD_TOL);
       // The check is not vacuous: gradients are far from zero.
       expect(Math.max(...Array.from(grad, Math.abs)), name).toBeGreaterThan(1e-2);

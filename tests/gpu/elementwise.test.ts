@@ -20,6 +20,7 @@ import {
 } from '../../src/gpu/reference/elementwise.ts';
 import { maxRelativeError } from '../../src/gpu/reference/matmul.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
+import { numericGradient } from '../helpers/finite-diff.ts';
 import { getTestGpu, randomArray } from '../helpers/gpu.ts';
 
 // Tolerances (|gpu - ref| / max(1, |ref|)): SwiGLU uses f32 exp and a division, a few ulp: 1e-5.
@@ -47,23 +48,12 @@ function finiteDiff(
   w: ArrayLike<number>,
   f: (x: Float64Array) => ArrayLike<number>,
 ): Float64Array {
-  const eps = 1e-6;
-  const grad = new Float64Array(x.length);
   const loss = (v: ArrayLike<number>) => {
     let s = 0;
     for (let i = 0; i < v.length; i++) s += w[i] * v[i];
     return s;
   };
-  for (let i = 0; i < x.length; i++) {
-    const keep = x[i];
-    x[i] = keep + eps;
-    const up = loss(f(x));
-    x[i] = keep - eps;
-    const down = loss(f(x));
-    x[i] = keep;
-    grad[i] = (up - down) / (2 * eps);
-  }
-  return grad;
+  return numericGradient(x, () => loss(f(x)));
 }
 
 describe('swiglu', () => {

@@ -3,6 +3,7 @@ import { linear, linearBackward } from '../../src/gpu/kernels/linear.ts';
 import type { MatmulVariant } from '../../src/gpu/kernels/matmul.ts';
 import { type LinearRefDims, linearBackwardRef, linearRef } from '../../src/gpu/reference/linear.ts';
 import { maxRelativeError } from '../../src/gpu/reference/matmul.ts';
+import { numericGradient } from '../helpers/finite-diff.ts';
 import { getTestGpu, randomArray } from '../helpers/gpu.ts';
 
 // Tolerance: fp32 dot products of length <= 64 against float64; |err| / max(1, |ref|) <= 1e-4.
@@ -27,15 +28,8 @@ describe('linear CPU reference', () => {
       [w, dw],
       [b, db],
     ] as const) {
-      for (let i = 0; i < param.length; i++) {
-        const keep = param[i];
-        param[i] = keep + eps;
-        const up = loss();
-        param[i] = keep - eps;
-        const down = loss();
-        param[i] = keep;
-        expect(Math.abs((up - down) / (2 * eps) - grad[i])).toBeLessThan(1e-8);
-      }
+      const fd = numericGradient(param, loss, eps);
+      for (let i = 0; i < param.length; i++) expect(Math.abs(fd[i] - grad[i])).toBeLessThan(1e-8);
     }
   });
 });

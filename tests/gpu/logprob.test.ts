@@ -16,6 +16,7 @@ import {
 } from '../../src/gpu/reference/logprob.ts';
 import { maxRelativeError } from '../../src/gpu/reference/matmul.ts';
 import type { Gpu } from '../../src/gpu/runtime.ts';
+import { numericGradient } from '../helpers/finite-diff.ts';
 import { getTestGpu, randomArray } from '../helpers/gpu.ts';
 
 // Tolerances, as |err| / max(1, |ref|) against float64:
@@ -58,15 +59,8 @@ describe('logprob CPU reference', () => {
       [h, dh],
       [w, dw],
     ] as const) {
-      for (let i = 0; i < param.length; i++) {
-        const keep = param[i];
-        param[i] = keep + eps;
-        const up = loss();
-        param[i] = keep - eps;
-        const down = loss();
-        param[i] = keep;
-        expect(Math.abs((up - down) / (2 * eps) - grad[i])).toBeLessThan(1e-7);
-      }
+      const fd = numericGradient(param, loss, eps);
+      for (let i = 0; i < param.length; i++) expect(Math.abs(fd[i] - grad[i])).toBeLessThan(1e-7);
     }
     // The masked row has no gradient into h.
     for (let k = 0; k < H; k++) expect(dh[H + k]).toBe(0);
