@@ -116,4 +116,3 @@ for (const r of rows) {
 }
 console.log(`\ntotal ${((performance.now() - started) / 1000).toFixed(1)} s`);
 gpu.destroy();
-process.exit(0);

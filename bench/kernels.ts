@@ -178,4 +178,6 @@ for (const T of quick ? [128] : [128, 512, 1024]) {
 }
 console.log(`\n(${new Date().toISOString().slice(0, 10)}, ${adapter}, command: npm run bench:kernels)`);
 gpu.destroy();
+// tfjs-backend-webgpu keeps its own Dawn device and has no call to release it, so Node would
+// never exit on its own: end the process once the tables are printed.
 process.exit(0);

@@ -97,4 +97,6 @@ console.log(
   `\nreadback wait, 6 rounds of 384³ matmul + readback: busy-wait ${spin.toFixed(0)} ms, sleep-then-wait ${slept.toFixed(0)} ms (${(spin / slept).toFixed(2)}× )`,
 );
 gpu.destroy();
+// tfjs-backend-webgpu keeps its own Dawn device and has no call to release it, so Node would
+// never exit on its own: end the process once the tables are printed.
 process.exit(0);

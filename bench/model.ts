@@ -125,4 +125,3 @@ console.log('\n| model | measurement | speed | peak GPU memory |\n|---|---|---|-
 for (const r of rows) console.log(r);
 console.log(`\n(${new Date().toISOString().slice(0, 10)}, ${adapter}, command: npm run bench:model)`);
 gpu.destroy();
-process.exit(0);

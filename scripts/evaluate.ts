@@ -139,4 +139,3 @@ if (values.json) {
   );
   console.log(`wrote ${values.json}`);
 }
-process.exit(0);
