@@ -22,6 +22,7 @@ import {
   createKvCache,
   type KvCache,
   kvCacheAppend,
+  kvRowLengths,
 } from '../../gpu/kernels/attention.ts';
 import { add, addInPlace, swiglu, swigluBackward } from '../../gpu/kernels/elementwise.ts';
 import { embedding, embeddingBackward } from '../../gpu/kernels/embedding.ts';
@@ -502,7 +503,8 @@ export class QwenGpuModel {
     const idsT = gpu.upload(ids, [N], 'u32', 'gen.ids');
     const segT = gpu.upload(seg, [N], 'u32', 'gen.seg');
     const posT = gpu.upload(pos, [N], 'u32', 'gen.pos');
-    const rowLen = session.rowLengths();
+    // Uploaded once per step and shared by every layer's cache append and attention.
+    const rowLen = kvRowLengths(gpu, session.caches[0], session.rowLengths(), Tq);
     const x = embedding(gpu, this.p('model.embed_tokens.weight'), idsT, { seg: segT });
     for (let l = 0; l < c.numLayers; l++) {
       const pre = `model.layers.${l}.`;
@@ -582,7 +584,7 @@ export class QwenGpuModel {
     rstd.release();
     const logits = linear(gpu, hf, this.lmHead);
     hf.release();
-    for (const z of [idsT, segT, posT]) z.release();
+    for (const z of [idsT, segT, posT, rowLen]) z.release();
     return logits;
   }
 
