@@ -100,19 +100,23 @@ interface LayerActivations {
   a: Tensor; // silu(g) * u                                  [N, F]
 }
 
-/** What backward() needs from a forward: the batch, per-layer activations and the head's stats. */
-export interface ForwardActivations {
+/** What backwardHidden() needs from forwardHidden(): the batch and per-layer activations. */
+export interface HiddenActivations {
   batch: TokenBatch;
   seg: Tensor;
   pos: Tensor;
   ids: Tensor;
-  targets: Tensor;
   layers: LayerActivations[];
   xFinal: Tensor; // residual stream after the last layer    [N, D]
   hFinal: Tensor; // final rmsnorm                            [N, D]
   rstdFinal: Tensor;
-  head: TokenLogprobResult; // logprob, entropy, lse          [N]
   release(): void;
+}
+
+/** What backward() needs from a forward: the trunk's activations and the head's stats. */
+export interface ForwardActivations extends HiddenActivations {
+  targets: Tensor;
+  head: TokenLogprobResult; // logprob, entropy, lse          [N]
 }
 
 export interface GenerateOptions {
@@ -390,16 +394,12 @@ export class QwenGpuModel {
   }
 
   /**
-   * Training forward: log-probabilities of `targets` (usually the next token) and entropies per
-   * token, keeping activations for backward(). mask[i] = 0 marks tokens whose loss is not needed.
+   * Training forward up to the final norm, keeping activations for backwardHidden(): the trunk that
+   * the LM head (forward) and a value head (src/rl/critic.ts) sit on.
    */
-  forward(batch: TokenBatch, targets: Uint32Array, mask?: Uint32Array): ForwardActivations {
+  forwardHidden(batch: TokenBatch): HiddenActivations {
     const gpu = this.gpu;
-    const N = batch.B * batch.T;
-    if (targets.length !== N) throw new Error(`forward: ${targets.length} targets for ${N} tokens`);
     const t = this.uploadBatch(batch);
-    const targetsT = gpu.upload(targets, [N], 'u32', 'targets');
-    const maskT = gpu.upload(mask ?? batch.seg.map((s) => (s === 0 ? 0 : 1)), [N], 'u32', 'mask');
     let x = embedding(gpu, this.p('model.embed_tokens.weight'), t.ids, { seg: t.seg });
     const layers: LayerActivations[] = [];
     for (let l = 0; l < this.config.numLayers; l++) {
@@ -410,19 +410,49 @@ export class QwenGpuModel {
     const { y: hFinal, rstd: rstdFinal } = rmsnorm(gpu, x, this.p('model.norm.weight'), {
       eps: this.config.rmsNormEps,
     });
-    const head = tokenLogprob(gpu, hFinal, this.lmHead, targetsT, { mask: maskT });
     return {
       batch,
       ...t,
-      targets: targetsT,
       layers,
       xFinal: x,
       hFinal,
       rstdFinal,
-      head,
       release() {
         for (const act of layers) releaseLayer(act);
-        for (const z of [x, hFinal, rstdFinal, t.ids, t.seg, t.pos, targetsT, maskT]) z.release();
+        for (const z of [x, hFinal, rstdFinal, t.ids, t.seg, t.pos]) z.release();
+      },
+    };
+  }
+
+  /**
+   * Training forward: log-probabilities of `targets` (usually the next token) and entropies per
+   * token, keeping activations for backward(). mask[i] = 0 marks tokens whose loss is not needed.
+   * `temperature` scales the logits as the sampler did (log-probs of softmax(logits / T)).
+   */
+  forward(
+    batch: TokenBatch,
+    targets: Uint32Array,
+    mask?: Uint32Array,
+    options: { temperature?: number } = {},
+  ): ForwardActivations {
+    const gpu = this.gpu;
+    const N = batch.B * batch.T;
+    if (targets.length !== N) throw new Error(`forward: ${targets.length} targets for ${N} tokens`);
+    const trunk = this.forwardHidden(batch);
+    const targetsT = gpu.upload(targets, [N], 'u32', 'targets');
+    const maskT = gpu.upload(mask ?? batch.seg.map((s) => (s === 0 ? 0 : 1)), [N], 'u32', 'mask');
+    const head = tokenLogprob(gpu, trunk.hFinal, this.lmHead, targetsT, {
+      mask: maskT,
+      temperature: options.temperature,
+    });
+    return {
+      ...trunk,
+      targets: targetsT,
+      head,
+      release() {
+        trunk.release();
+        targetsT.release();
+        maskT.release();
         head.release();
       },
     };
@@ -433,21 +463,29 @@ export class QwenGpuModel {
    * the activations of a forward(), adding every parameter's gradient into this.grads.
    */
   backward(fwd: ForwardActivations, gLogprob: Tensor | null, gEntropy: Tensor | null = null): void {
-    const gpu = this.gpu;
-    const { B } = fwd.batch;
     const headName = this.lmHeadName;
-    const { dh: dhFinal } = tokenLogprobBackward(gpu, fwd.hFinal, this.lmHead, fwd.targets, fwd.head, {
+    const { dh: dhFinal } = tokenLogprobBackward(this.gpu, fwd.hFinal, this.lmHead, fwd.targets, fwd.head, {
       gLogprob: gLogprob ?? undefined,
       gEntropy: gEntropy ?? undefined,
       dW: this.grad(headName),
       accumulateDw: true,
       computeDw: !this.frozen.has(headName),
     });
-    const { dx } = rmsnormBackward(gpu, dhFinal!, fwd.xFinal, this.p('model.norm.weight'), fwd.rstdFinal, {
+    this.backwardHidden(fwd, dhFinal!);
+    dhFinal!.release();
+  }
+
+  /**
+   * Backpropagates dLoss/d(final normed hidden state) (dhFinal [N, D]) through the trunk, adding
+   * every parameter's gradient into this.grads. dhFinal is read, not consumed.
+   */
+  backwardHidden(fwd: HiddenActivations, dhFinal: Tensor): void {
+    const gpu = this.gpu;
+    const { B } = fwd.batch;
+    const { dx } = rmsnormBackward(gpu, dhFinal, fwd.xFinal, this.p('model.norm.weight'), fwd.rstdFinal, {
       dw: this.grad('model.norm.weight'),
       accumulateDw: true,
     });
-    dhFinal!.release();
     for (let l = this.config.numLayers - 1; l >= 0; l--) {
       this.layerBackward(l, fwd.layers[l], dx, fwd.seg, fwd.pos, B);
     }
