@@ -1,9 +1,14 @@
 /**
  * Naive RAG: retrieve once with the question as the query, then answer from those passages.
  *
- * The default reader is scripted (it follows the synthetic question's structure through the retrieved
- * passages only and answers "unknown" when the chain leaves them), which measures how much of a task
- * one retrieval covers. A model-backed reader can be passed instead (src/agent).
+ * Turn 1 calls the task's search tool with the question; turn 2 is `<answer>{reader(question, response)}
+ * </answer>`. The reader is where the baselines differ:
+ *   - the paper's baseline: the model reads the passages in one prompt and answers
+ *     (modelPassageReader in src/agent/policy/model-naive-rag.ts);
+ *   - the scripted reader (default): follows the synthetic question's structure through the retrieved
+ *     passages only and answers "unanswerable" when the chain leaves them. It measures how much of a
+ *     synthetic task one retrieval covers (an upper bound for a perfect reader) and cannot read any
+ *     other data: it answers every real HotpotQA / MuSiQue question "unanswerable".
  */
 import { SolveStop, solveQuestion } from '../tasks/synthetic.ts';
 import { parseSearchResponse } from '../tools/search.ts';
@@ -28,7 +33,13 @@ export const scriptedReader: PassageReader = async (question, retrieved) => {
   }
 };
 
-export function createNaiveRagPolicy(reader: PassageReader = scriptedReader, name = 'naive-rag'): Policy {
+/** Report name of Naive RAG with the scripted reader, which says what its figure means. */
+export const SCRIPTED_NAIVE_RAG_NAME = 'naive-rag (rule-based reader: upper bound, synthetic only)';
+
+export function createNaiveRagPolicy(
+  reader: PassageReader = scriptedReader,
+  name = reader === scriptedReader ? SCRIPTED_NAIVE_RAG_NAME : 'naive-rag',
+): Policy {
   return {
     name,
     async act(state: Readonly<State>, tools: readonly ToolSpec[]) {
