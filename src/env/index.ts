@@ -15,6 +15,7 @@ export * from './policies/oracle.ts';
 export * from './policies/policy.ts';
 export * from './policies/readers.ts';
 export * from './policies/turns.ts';
+export * from './presets.ts';
 export * from './prompt.ts';
 export * from './retrieval/bm25.ts';
 export * from './retrieval/metrics.ts';

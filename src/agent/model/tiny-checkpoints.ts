@@ -204,7 +204,7 @@ export function tinyGenerationConfig(spec: TinyCheckpointSpec): GenerationConfig
 // Deterministic random numbers
 
 /** FNV-1a hash of a string to 32 bits: one independent stream per (seed, tensor name). */
-function hash32(s: string): number {
+export function hash32(s: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < s.length; i++) {
     h ^= s.charCodeAt(i);
@@ -214,7 +214,7 @@ function hash32(s: string): number {
 }
 
 /** mulberry32: a small, fast 32-bit PRNG; returns uniforms in [0, 1) with 32-bit resolution. */
-function mulberry32(seed: number): () => number {
+export function mulberry32(seed: number): () => number {
   let a = seed | 0;
   return () => {
     a = (a + 0x6d2b79f5) | 0;

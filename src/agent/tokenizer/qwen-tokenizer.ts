@@ -17,18 +17,25 @@ import { env, type Message, Qwen2Tokenizer } from '@huggingface/transformers';
 import { TokenizerError } from '../model/errors.ts';
 import { tokenizerVocabSize } from './vocab.ts';
 
-/** Special and control tokens of the Qwen2.5 / Qwen3 vocabulary, with their fixed ids. */
+/**
+ * Special and control tokens of the Qwen2.5 / Qwen3 chat format, by text. Their ids depend on the
+ * vocabulary (151643.. in Qwen's full one, small numbers in a trimmed one like qwen-tiny's), so they
+ * are looked up in the loaded tokenizer: specialId(name).
+ */
 export const QWEN_TOKENS = {
-  endOfText: { text: '<|endoftext|>', id: 151643 }, // padding / document end
-  imStart: { text: '<|im_start|>', id: 151644 },
-  imEnd: { text: '<|im_end|>', id: 151645 }, // end of a chat turn: the chat models' EOS
-  toolCall: { text: '<tool_call>', id: 151657 },
-  toolCallEnd: { text: '</tool_call>', id: 151658 },
-  toolResponse: { text: '<tool_response>', id: 151665 }, // Qwen3 vocabulary only
-  toolResponseEnd: { text: '</tool_response>', id: 151666 }, // Qwen3 vocabulary only
-  think: { text: '<think>', id: 151667 }, // Qwen3 vocabulary only
-  thinkEnd: { text: '</think>', id: 151668 }, // Qwen3 vocabulary only
+  endOfText: { text: '<|endoftext|>' }, // padding / document end
+  imStart: { text: '<|im_start|>' },
+  imEnd: { text: '<|im_end|>' }, // end of a chat turn: the chat models' EOS
+  toolCall: { text: '<tool_call>' },
+  toolCallEnd: { text: '</tool_call>' },
+  toolResponse: { text: '<tool_response>' }, // Qwen3 vocabulary only
+  toolResponseEnd: { text: '</tool_response>' }, // Qwen3 vocabulary only
+  think: { text: '<think>' }, // Qwen3 vocabulary only
+  thinkEnd: { text: '</think>' }, // Qwen3 vocabulary only
 } as const;
+
+/** Tokens every Qwen chat tokenizer we accept has: the chat turns and Hermes tool calls need them. */
+const REQUIRED_TOKENS = ['imStart', 'imEnd', 'endOfText', 'toolCall', 'toolCallEnd'] as const;
 
 export type QwenTokenName = keyof typeof QWEN_TOKENS;
 
@@ -124,13 +131,11 @@ export class QwenTokenizer {
     }
     const vocabSize = tokenizerVocabSize(json);
     const tokenizer = new Qwen2Tokenizer(json, config);
-    for (const key of ['imStart', 'imEnd', 'endOfText', 'toolCall', 'toolCallEnd'] as const) {
-      const { text, id } = QWEN_TOKENS[key];
-      if (tokenizer.convert_tokens_to_ids(text) !== id) {
-        throw new TokenizerError(
-          'tokenizer.json',
-          `${text} is not token ${id}: not a Qwen2.5/Qwen3 vocabulary`,
-        );
+    const vocab = tokenizer.get_vocab();
+    for (const key of REQUIRED_TOKENS) {
+      const { text } = QWEN_TOKENS[key];
+      if (!vocab.has(text)) {
+        throw new TokenizerError('tokenizer.json', `has no ${text} token: not a Qwen2.5/Qwen3 vocabulary`);
       }
     }
     return new QwenTokenizer(tokenizer, vocabSize);
@@ -163,10 +168,16 @@ export class QwenTokenizer {
     return id === undefined ? null : id;
   }
 
-  /** Id of a named Qwen token, checked against this vocabulary (Qwen2.5 lacks <think>, <tool_response>). */
+  /** Token strings of `text` (byte-level BPE pieces, e.g. 'Ġworld'; special tokens as written). */
+  tokenize(text: string): string[] {
+    return this.tokenizer.tokenize(text, { add_special_tokens: false });
+  }
+
+  /** Id of a named Qwen token in this vocabulary (Qwen2.5 lacks <think>, <tool_response>). */
   specialId(name: QwenTokenName): number {
-    const { text, id } = QWEN_TOKENS[name];
-    if (this.tokenToId(text) !== id) throw new TokenizerError('tokenizer.json', `has no ${text} token`);
+    const { text } = QWEN_TOKENS[name];
+    const id = this.tokenToId(text);
+    if (id === null) throw new TokenizerError('tokenizer.json', `has no ${text} token`);
     return id;
   }
 

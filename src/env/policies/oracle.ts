@@ -5,6 +5,11 @@
  * search tool's responses in the episode history, so its accuracy is earned through retrieval. It is
  * stateless (progress is rebuilt from the history on each turn) and writes turns in the exact Qwen3
  * format (`<think>`, `<tool_call>`, `<answer>`), so its episodes double as supervised warm-start traces.
+ *
+ * Two styles of `<think>` text:
+ *   'full'    (default) the question restated, every fact found so far, then the next step;
+ *   'compact' only the facts not yet written in an earlier turn, then the next step: one or two short
+ *             lines, so a small model trained on CPU sees short episodes (see src/env/presets.ts).
  */
 import { SolveStop, solveQuestion } from '../tasks/synthetic.ts';
 import type { State, ToolSpec } from '../types.ts';
@@ -19,7 +24,18 @@ import { answerTurn, toolCallTurn } from './turns.ts';
  */
 export const UNKNOWN_ANSWER = 'unanswerable';
 
-export function createOraclePolicy(): Policy {
+export type OracleStyle = 'full' | 'compact';
+
+export interface OraclePolicyOptions {
+  /** How much the `<think>` text says; default 'full'. */
+  style?: OracleStyle;
+}
+
+export function createOraclePolicy(options: OraclePolicyOptions = {}): Policy {
+  const style = options.style ?? 'full';
+  if (style !== 'full' && style !== 'compact') {
+    throw new Error(`createOraclePolicy: style must be 'full' or 'compact', got ${JSON.stringify(style)}`);
+  }
   return {
     name: 'oracle',
     async act(state: Readonly<State>, tools: readonly ToolSpec[]) {
@@ -27,20 +43,26 @@ export function createOraclePolicy(): Policy {
       if (!search)
         return answerTurn('No search tool is available, so I cannot look anything up.', UNKNOWN_ANSWER);
       const reader = new SearchHistoryReader(searchResponses(state.messages, search.function.name));
-      const intro = `The question: ${state.question}`;
+      // The lines before the conclusion. Compact: facts already stated in an earlier turn's reasoning
+      // stay there (the Qwen3 template keeps the reasoning of every turn of the current episode).
+      const facts = (): string[] => {
+        if (style === 'full') return [`The question: ${state.question}`, ...reader.notes];
+        const earlier = state.messages
+          .filter((m) => m.role === 'assistant')
+          .map((m) => m.content)
+          .join('\n');
+        return reader.notes.filter((note) => !earlier.includes(note));
+      };
       try {
         const answer = solveQuestion(state.question, reader);
-        return answerTurn([intro, ...reader.notes, `So the answer is ${answer}.`].join('\n'), answer);
+        return answerTurn([...facts(), `So the answer is ${answer}.`].join('\n'), answer);
       } catch (error) {
         if (!(error instanceof SolveStop)) throw error;
         if (error.query !== null) {
-          const reasoning = [intro, ...reader.notes, `Next I need to ${error.message}.`].join('\n');
-          return toolCallTurn(reasoning, search.function.name, { query: error.query });
+          const next = style === 'full' ? `Next I need to ${error.message}.` : `Next, ${error.message}.`;
+          return toolCallTurn([...facts(), next].join('\n'), search.function.name, { query: error.query });
         }
-        return answerTurn(
-          [intro, ...reader.notes, `I cannot go on: ${error.message}.`].join('\n'),
-          UNKNOWN_ANSWER,
-        );
+        return answerTurn([...facts(), `I cannot go on: ${error.message}.`].join('\n'), UNKNOWN_ANSWER);
       }
     },
   };

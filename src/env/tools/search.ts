@@ -18,6 +18,8 @@ export interface SearchToolOptions {
 export const DEFAULT_SEARCH_TOP_K = 5;
 export const DEFAULT_SEARCH_MAX_CHARS = 3000;
 export const NO_RESULTS = 'No results found.';
+export const DEFAULT_SEARCH_DESCRIPTION =
+  'Search the knowledge base for passages relevant to a query. Returns the top passages as numbered "title: text" lines.';
 
 type SearchArgs = { query: string };
 
@@ -35,9 +37,7 @@ export function createSearchTool(
 
   const tool = defineTool<SearchArgs>({
     name: options.name ?? 'search',
-    description:
-      options.description ??
-      'Search the knowledge base for passages relevant to a query. Returns the top passages as numbered "title: text" lines.',
+    description: options.description ?? DEFAULT_SEARCH_DESCRIPTION,
     parameters: {
       type: 'object',
       properties: {
