@@ -137,6 +137,64 @@ describe('QwenGpuModel KV-cache generation', () => {
     model.release();
   });
 
+  it('inactive rows sample nothing and use no cache slots; they resume later with exact logits', async () => {
+    const gpu = await getTestGpu();
+    const { config, weights } = tiny('tiny-qwen2-v512');
+    const V = config.vocabSize;
+    const model = new QwenGpuModel(gpu, config, weights);
+    const prompts = [tokens(5, 21, V), tokens(3, 22, V)];
+    // Row 0 alone in its own session: the reference for row 0's tokens (RNG stream = row index).
+    const alone = model.startSession(2, 12);
+    alone.append([prompts[0], []]);
+    const ref = await alone.sample({ maxNewTokens: 4, temperature: 1, seed: 5, active: [true, false] });
+    alone.release();
+    const session = model.startSession(2, 14);
+    session.append(prompts);
+    const turn = await session.sample({ maxNewTokens: 4, temperature: 1, seed: 5, active: [true, false] });
+    expect(turn.tokens[1]).toEqual([]);
+    expect(turn.finish[1]).toBe('inactive');
+    expect(turn.tokens[0]).toEqual(ref.tokens[0]);
+    expect(turn.logprobs[0]).toEqual(ref.logprobs[0]);
+    session.append([[], []]); // flushes row 0's last token; row 1 appends nothing
+    expect(session.rowLengths()).toEqual([5 + 4, 3]);
+    // Row 1 resumes with 5 tokens while row 0 appends 1: its logits equal a full recompute.
+    const more = [tokens(1, 23, V), tokens(5, 24, V)];
+    session.append(more);
+    const history = [
+      [...prompts[0], ...turn.tokens[0], ...more[0]],
+      [...prompts[1], ...more[1]],
+    ];
+    const got = await session.readLogits();
+    history.forEach((seq, b) => {
+      const want = qwenForward(config, weights, seq).logits.subarray((seq.length - 1) * V, seq.length * V);
+      expect(rowsError(got.subarray(b * V, (b + 1) * V), want, V), `row ${b}`).toBeLessThanOrEqual(1e-4);
+    });
+    // No active row: nothing is sampled.
+    const none = await session.sample({ maxNewTokens: 3, temperature: 1, active: [false, false] });
+    expect(none.tokens).toEqual([[], []]);
+    expect(() => session.append([tokens(5, 25, V), []])).toThrow(/row 0 holds 10 tokens/);
+    session.release();
+    model.release();
+  });
+
+  it('maxNewTokensPerRow caps one row without changing the tokens of the others', async () => {
+    const gpu = await getTestGpu();
+    const { config, weights } = tiny('tiny-qwen2-v512');
+    const model = new QwenGpuModel(gpu, config, weights);
+    const prompts = [tokens(4, 31, 512), tokens(6, 32, 512)];
+    const opts = { maxNewTokens: 5, temperature: 1, seed: 9 };
+    const free = await model.generate(prompts, opts);
+    // Row 0 capped at 2: it needs only 4 + 2 + 1 slots, which the uncapped rule (4 + 5 - 1) would exceed.
+    const session = model.startSession(2, 11);
+    session.append(prompts);
+    const capped = await session.sample({ ...opts, maxNewTokensPerRow: [2, 5] });
+    session.release();
+    expect(capped.tokens[0]).toEqual(free.tokens[0].slice(0, 2));
+    expect(capped.tokens[1]).toEqual(free.tokens[1]);
+    expect(capped.finish).toEqual(['length', 'length']);
+    model.release();
+  });
+
   it('stops a row at a stop token and keeps the others going', async () => {
     const gpu = await getTestGpu();
     const { config, weights } = tiny('tiny-qwen2-v512');
@@ -241,6 +299,46 @@ describe('QwenGpuModel backward', () => {
       model.release();
     });
   }
+});
+
+describe('QwenGpuModel compact LM head', () => {
+  it('a sparse mask runs the head on its rows alone: same log-probs, entropies and gradients as the full head', async () => {
+    const gpu = await getTestGpu();
+    const { config, weights } = tiny('tiny-qwen3-v512');
+    const seqs = [tokens(12, 31, 512), tokens(9, 32, 512)];
+    const batch = packBatch(seqs, { padSide: 'right' });
+    const N = batch.B * batch.T;
+    const { targets, mask: full } = nextTokenTargets(batch);
+    const sparse = Uint32Array.from(full, (m, i) => (m && i % 3 === 1 ? 1 : 0)); // a third of the rows
+    const g = randomArray(N, 33);
+    const run = async (mask: Uint32Array) => {
+      const model = new QwenGpuModel(gpu, config, weights);
+      const fwd = model.forward(batch, targets, mask);
+      expect(fwd.compact !== null).toBe(mask === sparse);
+      const gLp = gpu.upload(Float32Array.from(g, (x, i) => (sparse[i] ? x : 0)), [N]);
+      const gEnt = gpu.upload(Float32Array.from(g, (x, i) => (sparse[i] ? 0.5 * x : 0)), [N]);
+      model.backward(fwd, gLp, gEnt);
+      const [lp, ent] = await gpu.readMany([fwd.head.logprob, fwd.head.entropy]);
+      const grads = new Map<string, Float32Array>();
+      for (const name of model.params.keys()) grads.set(name, await gpu.readF32(model.grad(name)));
+      fwd.release();
+      gLp.release();
+      gEnt.release();
+      model.release();
+      return { lp: lp as Float32Array, ent: ent as Float32Array, grads };
+    };
+    const a = await run(sparse);
+    const b = await run(full);
+    for (let i = 0; i < N; i++) {
+      if (!sparse[i]) {
+        expect(a.lp[i]).toBe(0);
+        continue;
+      }
+      expect(Math.abs(a.lp[i] - b.lp[i])).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(b.lp[i])));
+      expect(Math.abs(a.ent[i] - b.ent[i])).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(b.ent[i])));
+    }
+    for (const [name, ga] of a.grads) expect(normError(ga, b.grads.get(name)!), name).toBeLessThanOrEqual(1e-5);
+  });
 });
 
 describe('decoder layer vs the tfjs oracle (tf.grads)', () => {

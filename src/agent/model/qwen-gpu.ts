@@ -115,8 +115,38 @@ export interface HiddenActivations {
 
 /** What backward() needs from a forward: the trunk's activations and the head's stats. */
 export interface ForwardActivations extends HiddenActivations {
-  targets: Tensor;
-  head: TokenLogprobResult; // logprob, entropy, lse          [N]
+  targets: Tensor; // [N], or [M] with a compact head
+  head: TokenLogprobResult; // logprob, entropy, lse          [N] (0 on inactive rows)
+  /** When the head ran on the M active rows only: their positions and the head's own results. */
+  compact: { rows: Uint32Array; rowsT: Tensor; h: Tensor; head: TokenLogprobResult } | null;
+}
+
+/** The head runs on the active rows alone when they are at most this share of all rows. */
+const COMPACT_HEAD_SHARE = 0.75;
+
+/** out [N] with out[rows[k]] = x[k] and 0 elsewhere (x [M]); rows distinct. */
+function scatterRows(gpu: Gpu, x: Tensor, rows: Uint32Array, N: number, label: string): Tensor {
+  const col = gpu.empty([x.size, 1], 'f32', `${label}.col`);
+  gpu.copy(x, col);
+  const out = gpu.zeros([N, 1], 'f32', label);
+  embeddingBackward(gpu, col, out, rows);
+  col.release();
+  const flat = gpu.empty([N], 'f32', label);
+  gpu.copy(out, flat);
+  out.release();
+  return flat;
+}
+
+/** out [M] = x[rows] (x [N]). */
+function gatherRows(gpu: Gpu, x: Tensor, rowsT: Tensor): Tensor {
+  const table = gpu.empty([x.size, 1], 'f32', 'gather.table');
+  gpu.copy(x, table);
+  const picked = embedding(gpu, table, rowsT, { label: 'gather.rows' });
+  table.release();
+  const flat = gpu.empty([rowsT.size], 'f32', 'gather.out');
+  gpu.copy(picked, flat);
+  picked.release();
+  return flat;
 }
 
 export interface GenerateOptions {
@@ -132,6 +162,10 @@ export interface GenerateOptions {
   shouldStop?: (row: number, newTokens: readonly number[]) => boolean;
   /** Pad id written for finished rows. */
   padId?: number;
+  /** Rows to sample (default all); the others are done from the first step (finish 'inactive'). */
+  active?: readonly boolean[];
+  /** Per-row cap on new tokens (<= maxNewTokens applies too); a row reaching it finishes 'length'. */
+  maxNewTokensPerRow?: readonly number[];
 }
 
 export interface GenerateResult {
@@ -140,7 +174,7 @@ export interface GenerateResult {
   /** Log-probability of each sampled token under the temperature-scaled distribution. */
   logprobs: number[][];
   /** Why each row ended. */
-  finish: Array<'stop' | 'length' | 'callback'>;
+  finish: Array<'stop' | 'length' | 'callback' | 'inactive'>;
 }
 
 export class QwenGpuModel {
@@ -438,9 +472,48 @@ export class QwenGpuModel {
     const gpu = this.gpu;
     const N = batch.B * batch.T;
     if (targets.length !== N) throw new Error(`forward: ${targets.length} targets for ${N} tokens`);
+    const active = mask ?? batch.seg.map((s) => (s === 0 ? 0 : 1));
+    if (active.length !== N) throw new Error(`forward: ${active.length} mask values for ${N} tokens`);
     const trunk = this.forwardHidden(batch);
+    // The LM head is a third of a small model's step and RL trains only the policy's tokens (a
+    // fifth of an agent episode): when few rows are active, gather them, run the head on those
+    // alone, and scatter the results back. Row results do not depend on which other rows are there.
+    const rows: number[] = [];
+    for (let i = 0; i < N; i++) if (active[i] !== 0) rows.push(i);
+    if (rows.length > 0 && rows.length <= COMPACT_HEAD_SHARE * N) {
+      const rowIds = Uint32Array.from(rows);
+      const rowsT = gpu.upload(rowIds, [rows.length], 'u32', 'head.rows');
+      const hActive = embedding(gpu, trunk.hFinal, rowsT, { label: 'head.h' });
+      const targetsT = gpu.upload(Uint32Array.from(rows, (i) => targets[i]), [rows.length], 'u32', 'targets');
+      const compactHead = tokenLogprob(gpu, hActive, this.lmHead, targetsT, { temperature: options.temperature });
+      const expand = (t: Tensor, label: string) => scatterRows(gpu, t, rowIds, N, label);
+      const head: TokenLogprobResult = {
+        ...compactHead,
+        logprob: expand(compactHead.logprob, 'head.logprob'),
+        entropy: expand(compactHead.entropy, 'head.entropy'),
+        lse: expand(compactHead.lse, 'head.lse'),
+        mask: null,
+        release() {
+          for (const t of [head.logprob, head.entropy, head.lse]) t.release();
+        },
+      };
+      return {
+        ...trunk,
+        targets: targetsT,
+        head,
+        compact: { rows: rowIds, rowsT, h: hActive, head: compactHead },
+        release() {
+          trunk.release();
+          targetsT.release();
+          head.release();
+          compactHead.release();
+          rowsT.release();
+          hActive.release();
+        },
+      };
+    }
     const targetsT = gpu.upload(targets, [N], 'u32', 'targets');
-    const maskT = gpu.upload(mask ?? batch.seg.map((s) => (s === 0 ? 0 : 1)), [N], 'u32', 'mask');
+    const maskT = gpu.upload(active, [N], 'u32', 'mask');
     const head = tokenLogprob(gpu, trunk.hFinal, this.lmHead, targetsT, {
       mask: maskT,
       temperature: options.temperature,
@@ -449,6 +522,7 @@ export class QwenGpuModel {
       ...trunk,
       targets: targetsT,
       head,
+      compact: null,
       release() {
         trunk.release();
         targetsT.release();
@@ -463,13 +537,33 @@ export class QwenGpuModel {
    * the activations of a forward(), adding every parameter's gradient into this.grads.
    */
   backward(fwd: ForwardActivations, gLogprob: Tensor | null, gEntropy: Tensor | null = null): void {
+    const gpu = this.gpu;
     const headName = this.lmHeadName;
-    const { dh: dhFinal } = tokenLogprobBackward(this.gpu, fwd.hFinal, this.lmHead, fwd.targets, fwd.head, {
+    const headOptions = { dW: this.grad(headName), accumulateDw: true, computeDw: !this.frozen.has(headName) };
+    if (fwd.compact) {
+      // Gather the active rows' gradients, back through the head on those rows, scatter dh.
+      const { rows, rowsT, h, head } = fwd.compact;
+      const gather = (g: Tensor | null) => (g ? gatherRows(gpu, g, rowsT) : null);
+      const gLp = gather(gLogprob);
+      const gEnt = gather(gEntropy);
+      const { dh } = tokenLogprobBackward(gpu, h, this.lmHead, fwd.targets, head, {
+        gLogprob: gLp ?? undefined,
+        gEntropy: gEnt ?? undefined,
+        ...headOptions,
+      });
+      gLp?.release();
+      gEnt?.release();
+      const dhFinal = gpu.zeros(fwd.hFinal.shape, 'f32', 'head.dhFinal');
+      embeddingBackward(gpu, dh!, dhFinal, rows);
+      dh!.release();
+      this.backwardHidden(fwd, dhFinal);
+      dhFinal.release();
+      return;
+    }
+    const { dh: dhFinal } = tokenLogprobBackward(gpu, fwd.hFinal, this.lmHead, fwd.targets, fwd.head, {
       gLogprob: gLogprob ?? undefined,
       gEntropy: gEntropy ?? undefined,
-      dW: this.grad(headName),
-      accumulateDw: true,
-      computeDw: !this.frozen.has(headName),
+      ...headOptions,
     });
     this.backwardHidden(fwd, dhFinal!);
     dhFinal!.release();
@@ -527,13 +621,20 @@ export class QwenGpuModel {
     return new GenerationSession(this, batch, maxLen);
   }
 
-  /** Forward of the newest Tq tokens of each row through the cache; returns last-token logits [B, V]. */
+  /**
+   * Forward of a [B, Tq] block of new tokens through the cache; returns next-token logits [B, V].
+   * Row b's block holds newCount[b] real tokens first, then padding (right-padded), and lands at cache
+   * slots rowLen[b] - Tq .. rowLen[b] - 1; its logits are those of its last real token (rows with no
+   * new token get zero logits: they have nothing to predict from).
+   */
   forwardCached(
     session: GenerationSession,
     ids: Uint32Array,
     seg: Uint32Array,
     pos: Uint32Array,
     Tq: number,
+    rowLen: readonly number[],
+    newCount: readonly number[],
   ): Tensor {
     const { gpu, config: c } = this;
     const B = session.batch;
@@ -542,7 +643,7 @@ export class QwenGpuModel {
     const segT = gpu.upload(seg, [N], 'u32', 'gen.seg');
     const posT = gpu.upload(pos, [N], 'u32', 'gen.pos');
     // Uploaded once per step and shared by every layer's cache append and attention.
-    const rowLen = kvRowLengths(gpu, session.caches[0], session.rowLengths(), Tq);
+    const rowLenT = kvRowLengths(gpu, session.caches[0], rowLen, Tq);
     const x = embedding(gpu, this.p('model.embed_tokens.weight'), idsT, { seg: segT });
     for (let l = 0; l < c.numLayers; l++) {
       const pre = `model.layers.${l}.`;
@@ -582,8 +683,8 @@ export class QwenGpuModel {
         k = kn.y;
       }
       ropeQK(gpu, q, k, posT, { headDim: c.headDim, theta: c.ropeTheta, inPlace: true });
-      kvCacheAppend(gpu, cache, k, v, segT, rowLen);
-      const { o, lse } = attentionDecode(gpu, q, cache, rowLen, { nHeads: c.numHeads });
+      kvCacheAppend(gpu, cache, k, v, segT, rowLenT);
+      const { o, lse } = attentionDecode(gpu, q, cache, rowLenT, { nHeads: c.numHeads });
       for (const z of [q, k, v, lse]) z.release();
       const attnOut = linear(
         gpu,
@@ -610,10 +711,11 @@ export class QwenGpuModel {
       m.release();
     }
     // Only each row's last new token feeds the next sample.
-    const last = gpu.empty([B, c.hiddenSize], 'f32', 'gen.last');
+    const last = gpu.zeros([B, c.hiddenSize], 'f32', 'gen.last');
     const rowBytes = c.hiddenSize * 4;
     for (let b = 0; b < B; b++) {
-      const src: Bindable = { tensor: x, offset: (b * Tq + Tq - 1) * rowBytes, size: rowBytes };
+      if (newCount[b] === 0) continue;
+      const src: Bindable = { tensor: x, offset: (b * Tq + newCount[b] - 1) * rowBytes, size: rowBytes };
       gpu.copy(src, { tensor: last, offset: b * rowBytes, size: rowBytes });
     }
     x.release();
@@ -622,7 +724,7 @@ export class QwenGpuModel {
     rstd.release();
     const logits = linear(gpu, hf, this.lmHead);
     hf.release();
-    for (const z of [idsT, segT, posT, rowLen]) z.release();
+    for (const z of [idsT, segT, posT, rowLenT]) z.release();
     return logits;
   }
 
@@ -672,9 +774,13 @@ function releaseLayer(a: LayerActivations): void {
  * A batch of rows with a KV cache per layer, for multi-turn rollouts: append a prompt, sample a
  * turn, append the tool responses, sample again... without ever recomputing the prefix.
  *
- * Every append advances all rows by the same number of cache slots (a row with fewer new tokens
- * gets padding slots, segment 0, which attention ignores), so row lengths stay equal; RoPE
- * positions count only each row's real tokens. The last sampled token of a turn is not yet in the
+ * Each row keeps its own length: an append writes row b's new tokens at slots
+ * realLength[b] .. realLength[b] + n_b - 1, followed by Tq - n_b padding slots (segment 0, which
+ * attention ignores) that the row's next append overwrites. So a row's slots are its real tokens
+ * plus at most one block of padding: a row that appends nothing (a finished episode) uses no slots,
+ * and the cache is sized by the longest row, not by the sum of every append's longest row. The
+ * capacity rule: every row needs realLength[b] + Tq <= maxLen for each append of Tq slots.
+ * RoPE positions count each row's real tokens. The last sampled token of a turn is not yet in the
  * cache; the next append writes it first.
  */
 export class GenerationSession {
@@ -682,10 +788,8 @@ export class GenerationSession {
   readonly batch: number;
   readonly maxLen: number;
   readonly caches: KvCache[];
-  /** Real tokens per row so far (the next RoPE position). */
+  /** Real tokens per row in the cache (the next RoPE position and the next free slot). */
   readonly realLength: number[];
-  /** Cache slots used per row (equal across rows). */
-  private used = 0;
   private step = 0;
   /** Next-token logits [B, V] after the last append; null before the first. */
   private logits: Tensor | null = null;
@@ -711,26 +815,26 @@ export class GenerationSession {
     this.tail = Array.from({ length: batch }, () => []);
   }
 
-  /** Slots used, per row (what the attention kernels call rowLen). */
+  /** Slots holding real tokens, per row. */
   rowLengths(): number[] {
-    return new Array(this.batch).fill(this.used);
+    return [...this.realLength];
   }
 
-  /** Slots left in the cache. */
+  /** Free slots of the fullest row. */
   get remaining(): number {
-    return this.maxLen - this.used;
+    return this.maxLen - Math.max(...this.realLength);
   }
 
   /**
    * Appends tokens to every row (a prompt, a tool response; [] for a row with nothing new) and
-   * computes the next-token logits. A row that appends nothing keeps no valid next-token logits
-   * (its newest slot is padding): only sample rows that are finished or just appended.
+   * computes the next-token logits. A row that appends nothing keeps no valid next-token logits:
+   * only sample rows that are finished (inactive) or just appended. When every row appends
+   * nothing (and no sampled token is pending), nothing runs.
    */
   append(tokens: ReadonlyArray<ArrayLike<number>>): void {
     if (tokens.length !== this.batch)
       throw new Error(`append: ${tokens.length} rows for a session of ${this.batch}`);
     const rows = tokens.map((t, b) => [...this.tail[b], ...Array.from(t)]);
-    this.tail = Array.from({ length: this.batch }, () => []);
     const vocab = this.model.config.vocabSize;
     for (let b = 0; b < rows.length; b++) {
       for (let i = 0; i < rows[b].length; i++) {
@@ -742,25 +846,37 @@ export class GenerationSession {
     }
     const Tq = Math.max(...rows.map((t) => t.length));
     if (Tq === 0) return;
-    if (this.used + Tq > this.maxLen) {
-      throw new Error(`append: ${this.used} + ${Tq} slots exceed the session's maxLen ${this.maxLen}`);
+    for (let b = 0; b < this.batch; b++) {
+      if (this.realLength[b] + Tq > this.maxLen) {
+        throw new Error(
+          `append: row ${b} holds ${this.realLength[b]} tokens; a block of ${Tq} slots exceeds the session's maxLen ${this.maxLen}`,
+        );
+      }
     }
+    this.tail = Array.from({ length: this.batch }, () => []);
     const ids = new Uint32Array(this.batch * Tq);
     const seg = new Uint32Array(this.batch * Tq);
     const pos = new Uint32Array(this.batch * Tq);
+    const rowLen = this.realLength.map((n) => n + Tq);
     rows.forEach((row, b) => {
-      // Left-pad inside the block so every row's newest token is the block's last slot.
-      const start = Tq - row.length;
+      // Right-padded: real tokens first, so the padding falls on slots the row's next append reuses.
       for (let i = 0; i < row.length; i++) {
-        ids[b * Tq + start + i] = row[i];
-        seg[b * Tq + start + i] = 1;
-        pos[b * Tq + start + i] = this.realLength[b] + i;
+        ids[b * Tq + i] = row[i];
+        seg[b * Tq + i] = 1;
+        pos[b * Tq + i] = this.realLength[b] + i;
       }
       this.realLength[b] += row.length;
     });
-    this.used += Tq;
     this.logits?.release();
-    this.logits = this.model.forwardCached(this, ids, seg, pos, Tq);
+    this.logits = this.model.forwardCached(
+      this,
+      ids,
+      seg,
+      pos,
+      Tq,
+      rowLen,
+      rows.map((r) => r.length),
+    );
   }
 
   /** The current next-token logits [B, V] (for tests and for showing the model's top choices). */
@@ -769,20 +885,50 @@ export class GenerationSession {
     return this.model.gpu.readF32(this.logits);
   }
 
-  /** Samples one turn per row (until a stop token, shouldStop, or maxNewTokens). */
+  /**
+   * Samples one turn per row (until a stop token, shouldStop, or maxNewTokens). Rows with
+   * active[b] false are done from the first step: no tokens, finish 'inactive'; when no row is
+   * active nothing runs.
+   */
   async sample(options: GenerateOptions): Promise<GenerateResult> {
     const gpu = this.model.gpu;
-    const { maxNewTokens, temperature = 1, topK = 0, topP = 1, seed = 0, padId = 0 } = options;
+    const { maxNewTokens, temperature = 1, topK = 0, topP = 1, seed = 0, padId = 0, active } = options;
     if (!this.logits) throw new Error('sample: append a prompt first');
-    if (maxNewTokens > this.remaining + 1) {
-      throw new Error(`sample: ${maxNewTokens} new tokens do not fit the ${this.remaining} free cache slots`);
+    if (active !== undefined && active.length !== this.batch) {
+      throw new Error(`sample: active has ${active.length} entries for a session of ${this.batch} rows`);
+    }
+    const isActive = (b: number) => active === undefined || active[b];
+    const perRow = options.maxNewTokensPerRow;
+    if (perRow !== undefined) {
+      if (perRow.length !== this.batch)
+        throw new Error(`sample: maxNewTokensPerRow has ${perRow.length} entries for ${this.batch} rows`);
+      perRow.forEach((n, b) => {
+        if (!Number.isInteger(n) || n < 0)
+          throw new Error(`sample: maxNewTokensPerRow[${b}] = ${n} is not an integer >= 0`);
+      });
+    }
+    const rowMax = (b: number) => (isActive(b) ? Math.min(maxNewTokens, perRow?.[b] ?? maxNewTokens) : 0);
+    const pending = Math.max(...this.tail.map((t) => t.length));
+    for (let b = 0; b < this.batch; b++) {
+      // Slots row b may touch: each step after the first appends one slot per row (its token, or
+      // padding once it is done), and a row that ends before the batch does gets padding after its
+      // last token.
+      const m = rowMax(b);
+      const need = this.realLength[b] + pending + (m < maxNewTokens ? m + 1 : maxNewTokens - 1);
+      if (maxNewTokens > 1 && need > this.maxLen) {
+        throw new Error(
+          `sample: ${m} new tokens do not fit row ${b}'s ${this.maxLen - this.realLength[b]} free cache slots`,
+        );
+      }
     }
     const stop = new Set(options.stopTokenIds ?? []);
     const tokens: number[][] = Array.from({ length: this.batch }, () => []);
     const logprobs: number[][] = Array.from({ length: this.batch }, () => []);
-    const finish: GenerateResult['finish'] = new Array(this.batch).fill('length');
-    const done = new Array<boolean>(this.batch).fill(false);
-    for (let s = 0; s < maxNewTokens; s++) {
+    const finish: GenerateResult['finish'] = Array.from({ length: this.batch }, (_, b) =>
+      isActive(b) ? 'length' : 'inactive',
+    );
+    const done = Array.from({ length: this.batch }, (_, b) => rowMax(b) === 0);
+    for (let s = 0; s < maxNewTokens && done.some((d) => !d); s++) {
       const doneT = gpu.upload(
         Uint32Array.from(done, (d) => (d ? 1 : 0)),
         [this.batch],
@@ -820,6 +966,8 @@ export class GenerationSession {
         } else if (options.shouldStop?.(b, tokens[b])) {
           done[b] = true;
           finish[b] = 'callback';
+        } else if (tokens[b].length >= rowMax(b)) {
+          done[b] = true;
         }
       }
       if (s + 1 < maxNewTokens && done.some((d) => !d)) {
