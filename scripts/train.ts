@@ -1,0 +1,153 @@
+// npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force]
+//                  [--steps N] [--minutes M] [--export DIR] [--quiet]
+// Trains in Node on Dawn (src/rl/trainer.ts through src/rl/run.ts, the code the browser lab runs).
+//   --out      the run folder (default runs/<config name>): config.json, metrics.jsonl, samples/,
+//              checkpoints/step-XXXXXX/ (HF layout + optimizer + trainer state)
+//   --resume   continue from the run folder's last checkpoint (weights, optimizer, step; every random
+//              draw derives from the seed and the step, so the metrics repeat an uninterrupted run)
+//   --force    start over in a folder that already holds a run
+//   --steps / --minutes override train.steps / train.maxMinutes
+//   --export   also write the final policy as an HF checkpoint folder (e.g. public/models/qwen-tiny)
+// Exit codes: 0 done, 2 bad command line or config (one line naming the problem), 1 a failure.
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadCheckpoint } from '../src/agent/model/checkpoint.ts';
+import { directorySource } from '../src/agent/model/node-fs.ts';
+import { Gpu } from '../src/gpu/runtime.ts';
+import { ConfigError, parseConfigText } from '../src/rl/config.ts';
+import { directoryStorage } from '../src/rl/node-storage.ts';
+import { METRICS_FILE, runTraining } from '../src/rl/run.ts';
+import type { StepMetrics } from '../src/rl/trainer.ts';
+import { Trainer } from '../src/rl/trainer.ts';
+
+const USAGE =
+  'usage: npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force] [--steps N] [--minutes M] [--export DIR] [--quiet]';
+
+function fail(message: string): never {
+  console.error(`train: ${message}`);
+  process.exit(2);
+}
+
+let args: ReturnType<typeof parse>;
+function parse() {
+  return parseArgs({
+    options: {
+      config: { type: 'string' },
+      out: { type: 'string' },
+      resume: { type: 'boolean', default: false },
+      force: { type: 'boolean', default: false },
+      steps: { type: 'string' },
+      minutes: { type: 'string' },
+      export: { type: 'string' },
+      quiet: { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+}
+try {
+  args = parse();
+} catch (e) {
+  fail(`${(e as Error).message}\n${USAGE}`);
+}
+const { values } = args;
+if (!values.config) fail(`--config is required\n${USAGE}`);
+if (values.resume && values.force) fail('--resume and --force contradict each other');
+
+let text: string;
+try {
+  text = await readFile(values.config, 'utf8');
+} catch (e) {
+  fail(`cannot read ${values.config}: ${(e as Error).message}`);
+}
+let config: ReturnType<typeof parseConfigText>;
+try {
+  config = parseConfigText(text, values.config);
+  if (values.steps !== undefined) {
+    const n = Number(values.steps);
+    if (!Number.isInteger(n) || n < 0) fail(`--steps must be a non-negative integer, got ${values.steps}`);
+    config.train.steps = n;
+  }
+  if (values.minutes !== undefined) {
+    const m = Number(values.minutes);
+    if (!(m >= 0)) fail(`--minutes must be a number >= 0, got ${values.minutes}`);
+    config.train.maxMinutes = m;
+  }
+} catch (e) {
+  if (e instanceof ConfigError) fail(e.message);
+  throw e;
+}
+
+const outDir = values.out ?? join('runs', config.name);
+const storage = directoryStorage(outDir);
+const existing = await storage.read(METRICS_FILE);
+if (existing !== null && !values.resume) {
+  if (!values.force)
+    fail(`${outDir} already holds a run: pass --resume to continue it or --force to start over`);
+  await storage.remove('checkpoints');
+  await storage.remove('samples');
+  await storage.remove(METRICS_FILE);
+}
+
+const initial = await loadCheckpoint(directorySource(config.model.path), { requireTokenizer: true }).catch(
+  (e: Error) => fail(`cannot load the model at ${config.model.path}: ${e.message}`),
+);
+const gpu = await Gpu.create();
+const started = performance.now();
+const trainer = await Trainer.create(gpu, config, initial, { storage, resume: values.resume });
+if (values.resume) console.log(`train: resuming ${outDir} from step ${trainer.step}`);
+console.log(
+  `train: ${config.name}: ${config.algorithm.name} on ${config.task.kind}/${config.task.preset}, model ${config.model.path}, ` +
+    `${config.train.steps} steps → ${outDir} [${gpu.report.kind}: ${gpu.report.description || gpu.report.device}]`,
+);
+
+const isTty = process.stdout.isTTY === true;
+let phase = '';
+let lastReward = '';
+let lastEval = '';
+const stepTimes: number[] = [];
+function status(): string {
+  const done = trainer.step;
+  const total = config.train.steps;
+  const avg = stepTimes.length ? stepTimes.reduce((a, b) => a + b, 0) / stepTimes.length : 0;
+  const left = avg > 0 ? ` · ~${Math.ceil((avg * (total - done)) / 60)} min left` : '';
+  const elapsed = ((performance.now() - started) / 60000).toFixed(1);
+  return `[${done}/${total}] ${phase}${lastReward}${lastEval} · ${elapsed} min${left}`;
+}
+function show(line = status()) {
+  if (values.quiet) return;
+  if (isTty) process.stdout.write(`\r\x1b[2K${line}`);
+}
+
+await runTraining(trainer, storage, {
+  onPhase(p) {
+    phase = p;
+    show();
+  },
+  onMetrics(m: StepMetrics) {
+    if (typeof m['time/step_s'] === 'number') stepTimes.push(m['time/step_s']);
+    if (typeof m['reward/mean'] === 'number')
+      lastReward = ` · reward ${(m['reward/mean'] as number).toFixed(3)}`;
+    if (typeof m['sft/loss'] === 'number') lastReward = ` · loss ${(m['sft/loss'] as number).toFixed(3)}`;
+    if (typeof m['eval/em'] === 'number') lastEval = ` · eval EM ${(m['eval/em'] as number).toFixed(3)}`;
+    if (!values.quiet) {
+      if (isTty) process.stdout.write('\r\x1b[2K');
+      console.log(status());
+    }
+  },
+  onMessage(t) {
+    console.log(`\ntrain: ${t}`);
+  },
+});
+if (isTty) process.stdout.write('\n');
+
+if (values.export) {
+  await mkdir(values.export, { recursive: true });
+  for (const [name, bytes] of await trainer.policyFiles()) await writeFile(join(values.export, name), bytes);
+  console.log(`train: wrote the policy to ${values.export}`);
+}
+console.log(
+  `train: done at step ${trainer.step} in ${((performance.now() - started) / 60000).toFixed(1)} min; metrics in ${join(outDir, METRICS_FILE)}`,
+);
+trainer.release();
+gpu.destroy();

@@ -1,0 +1,412 @@
+// A training run's configuration: plain JSON (configs/*.json), every key with a working default,
+// validated with errors that name the bad key. One config drives `npm run train`, the tests and the
+// browser lab alike.
+//
+//   { "name": "grpo", "seed": 1,
+//     "model":     { "path": "public/models/qwen-tiny" },
+//     "task":      { "kind": "synthetic", "preset": "compact", ... },
+//     "algorithm": { "name": "grpo", ... },          // grpo | drgrpo | ppo | reinforce++ |
+//                                                   // reinforce++-baseline | rloo | sft
+//     "rollout":   { "questionsPerStep": 4, "samplesPerQuestion": 4, ... },
+//     "actor":     { "lr": 1e-5, "lossAggMode": "token-mean", ... },
+//     "critic":    { "lr": 1e-5, ... },              // PPO only
+//     "reward":    { "processWeight": 0, "klInReward": 0, ... },
+//     "ablation":  { "lossMask": true, "advantageMask": true },
+//     "sft":       { "lr": 1e-3, "batchSize": 16, ... },
+//     "train":     { "steps": 40, "evalEvery": 10, ... } }
+
+import type { TaskPresetName } from '../env/presets.ts';
+import { KL_KINDS, type KlKind, LOSS_AGG_MODES, type LossAggMode } from './core-algos.ts';
+
+export type AlgorithmName =
+  | 'grpo'
+  | 'drgrpo'
+  | 'ppo'
+  | 'reinforce++'
+  | 'reinforce++-baseline'
+  | 'rloo'
+  | 'sft';
+export const ALGORITHMS: readonly AlgorithmName[] = [
+  'grpo',
+  'drgrpo',
+  'ppo',
+  'reinforce++',
+  'reinforce++-baseline',
+  'rloo',
+  'sft',
+];
+
+export interface TrainConfig {
+  /** Run name (the default output folder is runs/<name>). */
+  name: string;
+  /** Seeds everything random: question order, sampling, evaluation. */
+  seed: number;
+  model: {
+    /** HF-layout checkpoint folder (config.json, model.safetensors, tokenizer files). */
+    path: string;
+  };
+  task: {
+    kind: 'synthetic';
+    /** Prompt, search and oracle style (src/env/presets.ts). */
+    preset: TaskPresetName;
+    /** Seed of the synthetic world and questions (independent of the run's seed). */
+    seed: number;
+    trainSize: number;
+    testSize: number;
+    /** Allowed gold-passage counts per question. */
+    hops: number[];
+    /** Question types (empty = all). */
+    types: string[];
+    /** Search over the split's whole world ('pooled') or each question's own passages. */
+    corpus: 'pooled' | 'question';
+  };
+  algorithm: {
+    name: AlgorithmName;
+    /** Discount and GAE lambda (PPO, REINFORCE++). */
+    gamma: number;
+    lam: number;
+  };
+  rollout: {
+    questionsPerStep: number;
+    /** G: samples per question (group estimators need ≥ 2). */
+    samplesPerQuestion: number;
+    maxTurns: number;
+    maxToolCalls: number;
+    maxNewTokensPerTurn: number;
+    /** Prompt included. */
+    maxTotalTokens: number;
+    temperature: number;
+    topP: number;
+    topK: number;
+  };
+  actor: {
+    lr: number;
+    weightDecay: number;
+    betas: [number, number];
+    maxGradNorm: number;
+    clipRatioLow: number;
+    clipRatioHigh: number;
+    /** Dual-clip constant (applies where A < 0). */
+    clipRatioC: number;
+    lossAggMode: LossAggMode;
+    entropyCoef: number;
+    /** KL-to-reference as a loss term (0 = off). */
+    klLossCoef: number;
+    klLossKind: KlKind;
+    /** Passes over each rollout batch, and mini-batches (optimizer steps) per pass. */
+    ppoEpochs: number;
+    miniBatches: number;
+  };
+  critic: {
+    lr: number;
+    clipRangeValue: number;
+    maxGradNorm: number;
+    /** Optimizer steps of the critic alone before the actor starts (verl's critic_warmup). */
+    warmupSteps: number;
+  };
+  reward: {
+    /** Weight of the ToolEnv's process rewards (placed on each turn's last policy token). */
+    processWeight: number;
+    /** KL-to-reference in the reward (0 = off): r − β·k per policy token. */
+    klInRewardCoef: number;
+    klInRewardKind: KlKind;
+    /** Outcome metric: 'f1' | 'em' (format gates it, src/env/reward.ts). */
+    outcomeMetric: 'f1' | 'em';
+  };
+  /** Switches for the paper's ablation: train without the loss mask / the advantage mask. */
+  ablation: {
+    lossMask: boolean;
+    advantageMask: boolean;
+  };
+  sft: {
+    lr: number;
+    /** Episodes per optimizer step. */
+    batchSize: number;
+    /** Oracle traces to train on (from the train split). */
+    traces: number;
+  };
+  train: {
+    steps: number;
+    /** Evaluate on the held-out split every N steps (0 = only at the start and end). */
+    evalEvery: number;
+    /** Held-out questions per evaluation (greedy). */
+    evalSize: number;
+    /** Checkpoint every N steps (0 = only at the end). */
+    checkpointEvery: number;
+    /** Trajectories written per step (samples/step-XXXX.json). */
+    saveTrajectories: number;
+    /** Stop after this many minutes of wall time (0 = no limit); the last step finishes first. */
+    maxMinutes: number;
+    /** Learning-rate warm-up steps (linear from 0). */
+    warmupSteps: number;
+  };
+}
+
+export const DEFAULT_CONFIG: TrainConfig = {
+  name: 'run',
+  seed: 1,
+  model: { path: 'public/models/qwen-tiny' },
+  task: {
+    kind: 'synthetic',
+    preset: 'compact',
+    seed: 1,
+    trainSize: 400,
+    testSize: 100,
+    hops: [2],
+    types: [],
+    corpus: 'pooled',
+  },
+  algorithm: { name: 'grpo', gamma: 1, lam: 1 },
+  rollout: {
+    questionsPerStep: 4,
+    samplesPerQuestion: 4,
+    maxTurns: 4,
+    maxToolCalls: 4,
+    maxNewTokensPerTurn: 64,
+    maxTotalTokens: 1024,
+    temperature: 1,
+    topP: 1,
+    topK: 0,
+  },
+  actor: {
+    lr: 1e-4,
+    weightDecay: 0,
+    betas: [0.9, 0.999],
+    maxGradNorm: 1,
+    clipRatioLow: 0.2,
+    clipRatioHigh: 0.2,
+    clipRatioC: 3,
+    lossAggMode: 'token-mean',
+    entropyCoef: 0,
+    klLossCoef: 0,
+    klLossKind: 'k3',
+    ppoEpochs: 1,
+    miniBatches: 1,
+  },
+  critic: { lr: 1e-4, clipRangeValue: 0.5, maxGradNorm: 1, warmupSteps: 0 },
+  reward: { processWeight: 0, klInRewardCoef: 0, klInRewardKind: 'k1', outcomeMetric: 'f1' },
+  ablation: { lossMask: true, advantageMask: true },
+  sft: { lr: 2e-3, batchSize: 16, traces: 400 },
+  train: {
+    steps: 20,
+    evalEvery: 10,
+    evalSize: 50,
+    checkpointEvery: 10,
+    saveTrajectories: 4,
+    maxMinutes: 0,
+    warmupSteps: 0,
+  },
+};
+
+export class ConfigError extends Error {
+  constructor(
+    readonly key: string,
+    message: string,
+  ) {
+    super(`config: ${key === '' ? '' : `"${key}" `}${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Check = (value: unknown, key: string) => void;
+
+const num =
+  (
+    min = Number.NEGATIVE_INFINITY,
+    max = Number.POSITIVE_INFINITY,
+    opts: { int?: boolean; minOpen?: boolean } = {},
+  ): Check =>
+  (v, key) => {
+    if (typeof v !== 'number' || !Number.isFinite(v))
+      throw new ConfigError(key, `must be a number, got ${show(v)}`);
+    if (opts.int && !Number.isInteger(v)) throw new ConfigError(key, `must be an integer, got ${v}`);
+    if (opts.minOpen ? !(v > min) : v < min)
+      throw new ConfigError(key, `must be ${opts.minOpen ? '>' : '>='} ${min}, got ${v}`);
+    if (v > max) throw new ConfigError(key, `must be <= ${max}, got ${v}`);
+  };
+const int = (min = 0, max = Number.POSITIVE_INFINITY): Check => num(min, max, { int: true });
+const positive: Check = num(0, Number.POSITIVE_INFINITY, { minOpen: true });
+const oneOf =
+  (values: readonly string[]): Check =>
+  (v, key) => {
+    if (typeof v !== 'string' || !values.includes(v))
+      throw new ConfigError(key, `must be one of ${values.map((x) => `"${x}"`).join(', ')}, got ${show(v)}`);
+  };
+const str: Check = (v, key) => {
+  if (typeof v !== 'string' || v === '')
+    throw new ConfigError(key, `must be a non-empty string, got ${show(v)}`);
+};
+const bool: Check = (v, key) => {
+  if (typeof v !== 'boolean') throw new ConfigError(key, `must be true or false, got ${show(v)}`);
+};
+const arrayOf =
+  (item: Check, minLength = 0): Check =>
+  (v, key) => {
+    if (!Array.isArray(v)) throw new ConfigError(key, `must be an array, got ${show(v)}`);
+    if (v.length < minLength) throw new ConfigError(key, `needs at least ${minLength} entries`);
+    for (let i = 0; i < v.length; i++) item(v[i], `${key}[${i}]`);
+  };
+const betas: Check = (v, key) => {
+  arrayOf(num(0, 0.999999), 2)(v, key);
+  if ((v as unknown[]).length !== 2) throw new ConfigError(key, 'must be [beta1, beta2]');
+};
+
+/** The checks of every leaf key; the shape of DEFAULT_CONFIG is the schema. */
+const CHECKS: Record<string, Check> = {
+  name: (v, key) => {
+    str(v, key);
+    if (!/^[\w.-]+$/.test(v as string))
+      throw new ConfigError(key, `may hold only letters, digits, '.', '_' and '-', got ${show(v)}`);
+  },
+  seed: int(0, 2 ** 31),
+  'model.path': str,
+  'task.kind': oneOf(['synthetic']),
+  'task.preset': oneOf(['default', 'compact']),
+  'task.seed': int(0, 2 ** 31),
+  'task.trainSize': int(1),
+  'task.testSize': int(1),
+  'task.hops': arrayOf(int(2, 4), 1),
+  'task.types': arrayOf(oneOf(['compositional', 'bridge', 'comparison', 'bridge_comparison', 'yesno'])),
+  'task.corpus': oneOf(['pooled', 'question']),
+  'algorithm.name': oneOf(ALGORITHMS),
+  'algorithm.gamma': num(0, 1),
+  'algorithm.lam': num(0, 1),
+  'rollout.questionsPerStep': int(1),
+  'rollout.samplesPerQuestion': int(1),
+  'rollout.maxTurns': int(1),
+  'rollout.maxToolCalls': int(1),
+  'rollout.maxNewTokensPerTurn': int(1),
+  'rollout.maxTotalTokens': int(16),
+  'rollout.temperature': num(0),
+  'rollout.topP': num(0, 1, { minOpen: true }),
+  'rollout.topK': int(0),
+  'actor.lr': num(0),
+  'actor.weightDecay': num(0),
+  'actor.betas': betas,
+  'actor.maxGradNorm': positive,
+  'actor.clipRatioLow': num(0, 1),
+  'actor.clipRatioHigh': num(0),
+  'actor.clipRatioC': num(1, Number.POSITIVE_INFINITY, { minOpen: true }),
+  'actor.lossAggMode': oneOf(LOSS_AGG_MODES),
+  'actor.entropyCoef': num(),
+  'actor.klLossCoef': num(0),
+  'actor.klLossKind': oneOf(KL_KINDS),
+  'actor.ppoEpochs': int(1),
+  'actor.miniBatches': int(1),
+  'critic.lr': num(0),
+  'critic.clipRangeValue': positive,
+  'critic.maxGradNorm': positive,
+  'critic.warmupSteps': int(0),
+  'reward.processWeight': num(),
+  'reward.klInRewardCoef': num(0),
+  'reward.klInRewardKind': oneOf(KL_KINDS),
+  'reward.outcomeMetric': oneOf(['f1', 'em']),
+  'ablation.lossMask': bool,
+  'ablation.advantageMask': bool,
+  'sft.lr': num(0),
+  'sft.batchSize': int(1),
+  'sft.traces': int(1),
+  'train.steps': int(0),
+  'train.evalEvery': int(0),
+  'train.evalSize': int(0),
+  'train.checkpointEvery': int(0),
+  'train.saveTrajectories': int(0),
+  'train.maxMinutes': num(0),
+  'train.warmupSteps': int(0),
+};
+
+function show(v: unknown): string {
+  const s = JSON.stringify(v);
+  return s === undefined ? String(v) : s.length > 60 ? `${s.slice(0, 57)}...` : s;
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Deep-merges `overrides` onto the defaults, refusing keys the schema does not have. */
+function merge(
+  defaults: Record<string, unknown>,
+  overrides: Record<string, unknown>,
+  prefix: string,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...defaults };
+  for (const [k, v] of Object.entries(overrides)) {
+    const key = prefix === '' ? k : `${prefix}.${k}`;
+    if (!(k in defaults)) {
+      const known = Object.keys(defaults).join(', ');
+      throw new ConfigError(
+        key,
+        `is not a known key${prefix === '' ? '' : ` of "${prefix}"`} (known: ${known})`,
+      );
+    }
+    const d = defaults[k];
+    if (isPlainObject(d)) {
+      if (!isPlainObject(v)) throw new ConfigError(key, `must be an object, got ${show(v)}`);
+      out[k] = merge(d, v, key);
+    } else {
+      out[k] = v;
+    }
+  }
+  return out;
+}
+
+function checkLeaves(value: Record<string, unknown>, prefix: string): void {
+  for (const [k, v] of Object.entries(value)) {
+    const key = prefix === '' ? k : `${prefix}.${k}`;
+    const check = CHECKS[key];
+    if (check) check(v, key);
+    else if (isPlainObject(v)) checkLeaves(v, key);
+    else throw new ConfigError(key, 'has no validation rule (internal error)');
+  }
+}
+
+/** Validates a parsed JSON config (partial: missing keys take the defaults) and returns the full one. */
+export function resolveConfig(raw: unknown): TrainConfig {
+  if (!isPlainObject(raw)) throw new ConfigError('', `must be a JSON object, got ${show(raw)}`);
+  const merged = merge(
+    DEFAULT_CONFIG as unknown as Record<string, unknown>,
+    raw,
+    '',
+  ) as unknown as TrainConfig;
+  checkLeaves(merged as unknown as Record<string, unknown>, '');
+  const c = merged;
+  const groupMethods: AlgorithmName[] = ['grpo', 'drgrpo', 'rloo', 'reinforce++-baseline'];
+  if (groupMethods.includes(c.algorithm.name) && c.rollout.samplesPerQuestion < 2) {
+    throw new ConfigError(
+      'rollout.samplesPerQuestion',
+      `must be >= 2 for ${c.algorithm.name} (a group of one has no baseline), got ${c.rollout.samplesPerQuestion}`,
+    );
+  }
+  const rows = c.rollout.questionsPerStep * c.rollout.samplesPerQuestion;
+  if (rows % c.actor.miniBatches !== 0) {
+    throw new ConfigError(
+      'actor.miniBatches',
+      `must divide the ${rows} episodes of a step (questionsPerStep × samplesPerQuestion), got ${c.actor.miniBatches}`,
+    );
+  }
+  if (c.rollout.maxNewTokensPerTurn >= c.rollout.maxTotalTokens) {
+    throw new ConfigError(
+      'rollout.maxNewTokensPerTurn',
+      `must be below rollout.maxTotalTokens (${c.rollout.maxTotalTokens})`,
+    );
+  }
+  return structuredClone(c);
+}
+
+/** Parses config text (a file's contents), naming the file in JSON syntax errors. */
+export function parseConfigText(text: string, file = 'config'): TrainConfig {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text.replace(/^\uFEFF/, ''));
+  } catch (e) {
+    throw new ConfigError('', `${file} is not valid JSON: ${(e as Error).message}`);
+  }
+  try {
+    return resolveConfig(raw);
+  } catch (e) {
+    if (e instanceof ConfigError)
+      throw new ConfigError(e.key, `${e.message.replace(/^config: /, '')} (in ${file})`);
+    throw e;
+  }
+}

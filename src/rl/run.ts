@@ -1,0 +1,116 @@
+// The training loop around Trainer.trainStep, shared by `npm run train` and the browser lab: evaluate,
+// step, log metrics.jsonl, save sample trajectories and checkpoints, stop on the step or time budget.
+//
+// Run folder (RunStorage):
+//   config.json                 the resolved config
+//   metrics.jsonl               one line per step ({"step": n, ...}); evaluation lines carry "eval/*"
+//   samples/step-XXXXXX.json    the first train.saveTrajectories trajectories of a step
+//   checkpoints/step-XXXXXX/    policy (HF layout), optimizer state, trainer state (resume)
+// On resume, metrics.jsonl is cut back to the restored step, so the file of a resumed run equals that
+// of an uninterrupted one (timing fields aside).
+
+import { trajectoryToJSON } from './rollout.ts';
+import { type RunStorage, readText } from './storage.ts';
+import type { StepMetrics, Trainer, TrainerHooks } from './trainer.ts';
+
+export interface RunHooks extends TrainerHooks {
+  /** Every metrics line, as written. */
+  onMetrics?: (line: StepMetrics) => void;
+  /** Asked between steps; true ends the run after saving a checkpoint. */
+  shouldStop?: () => boolean;
+  /** Free-form progress messages (CLI status line, UI). */
+  onMessage?: (text: string) => void;
+}
+
+export const METRICS_FILE = 'metrics.jsonl';
+
+/** Cuts metrics.jsonl back to lines with step <= `step` (resume). */
+export async function truncateMetrics(storage: RunStorage, step: number): Promise<void> {
+  const text = await readText(storage, METRICS_FILE);
+  if (text === null) return;
+  const kept = text
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .filter((l) => {
+      try {
+        return (JSON.parse(l) as { step: number }).step <= step;
+      } catch {
+        return false;
+      }
+    });
+  await storage.write(METRICS_FILE, kept.map((l) => `${l}\n`).join(''));
+}
+
+async function logLine(storage: RunStorage, line: StepMetrics, hooks: RunHooks): Promise<void> {
+  await storage.append(METRICS_FILE, `${JSON.stringify(line)}\n`);
+  hooks.onMetrics?.(line);
+}
+
+async function evaluateLine(trainer: Trainer, storage: RunStorage, hooks: RunHooks): Promise<void> {
+  if (trainer.config.train.evalSize === 0) return;
+  hooks.onPhase?.('evaluate', trainer.step);
+  const t0 = performance.now();
+  const r = await trainer.evaluate();
+  await logLine(
+    storage,
+    {
+      step: trainer.step,
+      'eval/em': r.em,
+      'eval/f1': r.f1,
+      'eval/reward': r.reward,
+      'eval/turns': r.turns,
+      'eval/tool_calls': r.toolCalls,
+      'eval/format_valid': r.formatValid,
+      'eval/n': r.n,
+      'time/eval_s': (performance.now() - t0) / 1000,
+    },
+    hooks,
+  );
+  await storage.write(
+    `samples/eval-step-${String(trainer.step).padStart(6, '0')}.json`,
+    JSON.stringify(r.trajectories.slice(0, 8).map(trajectoryToJSON)),
+  );
+}
+
+/**
+ * Runs `trainer` until config.train.steps (or maxMinutes, or shouldStop), starting from its current
+ * step (0, or the restored one). Returns the last step's metrics.
+ */
+export async function runTraining(
+  trainer: Trainer,
+  storage: RunStorage,
+  hooks: RunHooks = {},
+): Promise<void> {
+  const c = trainer.config.train;
+  await storage.write('config.json', `${JSON.stringify(trainer.config, null, 2)}\n`);
+  await truncateMetrics(storage, trainer.step);
+  const t0 = performance.now();
+  if (trainer.step === 0) await evaluateLine(trainer, storage, hooks);
+  while (trainer.step < c.steps) {
+    if (hooks.shouldStop?.()) break;
+    if (c.maxMinutes > 0 && (performance.now() - t0) / 60000 >= c.maxMinutes) {
+      hooks.onMessage?.(`time budget of ${c.maxMinutes} min reached at step ${trainer.step}`);
+      break;
+    }
+    const line = await trainer.trainStep(hooks);
+    await logLine(storage, line, hooks);
+    const samples = trainer.lastTrajectories.slice(0, c.saveTrajectories);
+    if (samples.length > 0) {
+      await storage.write(
+        `samples/step-${String(trainer.step).padStart(6, '0')}.json`,
+        JSON.stringify(samples.map(trajectoryToJSON)),
+      );
+    }
+    const last = trainer.step === c.steps;
+    if (c.evalEvery > 0 && trainer.step % c.evalEvery === 0 && !last)
+      await evaluateLine(trainer, storage, hooks);
+    if (c.checkpointEvery > 0 && trainer.step % c.checkpointEvery === 0 && !last) {
+      hooks.onPhase?.('checkpoint', trainer.step);
+      await trainer.saveCheckpoint();
+    }
+  }
+  await evaluateLine(trainer, storage, hooks);
+  hooks.onPhase?.('checkpoint', trainer.step);
+  const steps = await trainer.checkpointSteps();
+  if (steps.at(-1) !== trainer.step) await trainer.saveCheckpoint();
+}

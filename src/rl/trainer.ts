@@ -1,0 +1,881 @@
+// The trainer: rollouts → rewards → advantages → update, one step at a time, in Node (scripts/train.ts)
+// and in the browser's worker alike. One step function (Trainer.step) serves the CLI, the tests and the
+// benchmarks; it runs either an RL step (GRPO, Dr.GRPO, PPO, REINFORCE++, REINFORCE++-baseline, RLOO)
+// or a supervised warm-start step (SFT on the oracle's traces, src/rl/sft.ts).
+//
+// One RL step, in order (phases are timed and reported):
+//   rollout    questionsPerStep tasks × G samples decode together (src/rl/rollout.ts); each
+//              trajectory keeps the exact ids, their sources and the sampler's log-probs
+//   batch      trajectories → [B, T] arrays: targets, loss / advantage masks, token rewards (batch.ts)
+//   reference  the frozen initial model's log-probs (KL to reference: metric, loss or reward)
+//   values     the critic's values (PPO only)
+//   update     for each epoch and mini-batch: forward (log-probs and entropies of the current policy;
+//              the first forward's log-probs are the "old" ones), advantages on the GPU
+//              (advantage.wgsl), the actor loss and its gradient on the GPU (policy-loss.wgsl),
+//              backward, grad norm; a step whose loss or grad norm is not finite is skipped with
+//              weights and optimizer state untouched
+//   critic     the clipped value loss and the critic's update (PPO only)
+//   metrics    one readback of the loss stats and per-token arrays; reward, EM, F1, KL, entropy,
+//              clip fractions, approx-KL, mismatch KL, grad norm, lengths, turns, tool calls, times
+//
+// Everything random derives from (config.seed, step): the questions of a step, the sampler's seed.
+// With the weights and the optimizer state restored bit for bit, a resumed run repeats the metrics of
+// an uninterrupted one.
+
+import { type Checkpoint, saveCheckpoint } from '../agent/model/checkpoint.ts';
+import { QwenGpuModel } from '../agent/model/qwen-gpu.ts';
+import { parseSafetensors, serializeSafetensors, tensorToFloat32 } from '../agent/model/safetensors.ts';
+import { QwenTokenizer } from '../agent/tokenizer/qwen-tokenizer.ts';
+import { createOraclePolicy } from '../env/policies/oracle.ts';
+import { TASK_PRESETS } from '../env/presets.ts';
+import { createRng, hash32 } from '../env/rng.ts';
+import type { QaTask } from '../env/tasks/schema.ts';
+import {
+  generateSyntheticDataset,
+  type SyntheticDataset,
+  type SyntheticQuestionType,
+} from '../env/tasks/synthetic.ts';
+import type { ToolEnvOptions } from '../env/tool-env.ts';
+import { perQuestionSearchTools, pooledSearchTools, type TaskTools } from '../env/tools/search.ts';
+import {
+  gaeAdvantageReturn,
+  grpoOutcomeAdvantage,
+  klPenaltyRewards,
+  reinforcePlusPlusBaselineOutcomeAdvantage,
+  reinforcePlusPlusOutcomeAdvantage,
+  rlooOutcomeAdvantage,
+} from '../gpu/kernels/advantage.ts';
+import { AdamW, gradNorm, readGradNorm } from '../gpu/kernels/optimizer.ts';
+import { POLICY_STAT, policyLoss, VALUE_STAT, valueLoss } from '../gpu/kernels/policy-loss.ts';
+import type { Gpu } from '../gpu/runtime.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { buildTrainingBatch, sliceRows, type TrainableEpisode, type TrainingBatch } from './batch.ts';
+import type { TrainConfig } from './config.ts';
+import { ValueModel } from './critic.ts';
+import { type RolloutEvent, runRollouts, type Trajectory } from './rollout.ts';
+import { buildSftTraces, type SftTrace } from './sft.ts';
+import { type RunStorage, readText } from './storage.ts';
+
+/** One line of metrics.jsonl: flat numeric keys (and a few strings). */
+export type StepMetrics = Record<string, number | string>;
+
+export type TrainerPhase =
+  | 'rollout'
+  | 'reference'
+  | 'values'
+  | 'update'
+  | 'critic'
+  | 'evaluate'
+  | 'checkpoint';
+
+export interface TrainerHooks {
+  /** Called when a phase starts (progress display). */
+  onPhase?: (phase: TrainerPhase, step: number) => void;
+  /** Rollout events of the training step (the browser's live view). */
+  onRolloutEvent?: (event: RolloutEvent) => void;
+  /** The step's training batch, before the update reads it (token inspector; tests inject faults here). */
+  onBatch?: (batch: TrainingBatch) => void;
+}
+
+export interface EvalResult {
+  em: number;
+  f1: number;
+  reward: number;
+  turns: number;
+  toolCalls: number;
+  formatValid: number;
+  n: number;
+  trajectories: Trajectory[];
+}
+
+const STATE_FILE = 'trainer-state.json';
+
+/** A trajectory as the batch builder sees it. */
+export function trajectoryEpisode(t: Trajectory, processWeight: number): TrainableEpisode {
+  return {
+    ids: t.ids,
+    sources: t.sources,
+    logprobs: t.logprobs,
+    group: t.group,
+    outcome: t.outcome?.outcome ?? 0,
+    process:
+      processWeight === 0 ? [] : t.processRewards.map((p) => ({ tokenIndex: p.tokenIndex, reward: p.total })),
+  };
+}
+
+/** Episode reward as the trainer pays it: outcome plus weighted process rewards. */
+export function episodeReward(t: Trajectory, processWeight: number): number {
+  return (t.outcome?.outcome ?? 0) + processWeight * t.processRewards.reduce((s, p) => s + p.total, 0);
+}
+
+export class Trainer {
+  readonly gpu: Gpu;
+  readonly config: TrainConfig;
+  readonly tokenizer: QwenTokenizer;
+  readonly policy: QwenGpuModel;
+  /** The frozen initial model: KL to reference. */
+  readonly reference: QwenGpuModel;
+  readonly critic: ValueModel | null;
+  readonly actorOpt: AdamW;
+  readonly criticOpt: AdamW | null;
+  readonly dataset: SyntheticDataset;
+  readonly initial: Checkpoint;
+  readonly storage: RunStorage | null;
+  /** Steps completed. */
+  step = 0;
+  /** Steps whose update was skipped (non-finite loss or gradient). */
+  skippedSteps = 0;
+  /** The last RL step's trajectories (for samples/ and the UI). */
+  lastTrajectories: Trajectory[] = [];
+  /** The search tools of the train and test splits. */
+  readonly trainTools: TaskTools;
+  readonly testTools: TaskTools;
+  private sftTraces: SftTrace[] | null = null;
+
+  private constructor(gpu: Gpu, config: TrainConfig, initial: Checkpoint, storage: RunStorage | null) {
+    this.gpu = gpu;
+    this.config = config;
+    this.initial = initial;
+    this.storage = storage;
+    this.tokenizer = QwenTokenizer.fromFiles(initial.tokenizerFiles);
+    const weights = new Map([...initial.tensors].map(([k, t]) => [k, { shape: t.shape, data: t.data }]));
+    this.policy = new QwenGpuModel(gpu, initial.config, weights);
+    this.reference = new QwenGpuModel(gpu, initial.config, weights);
+    const a = config.actor;
+    const rl = config.algorithm.name !== 'sft';
+    this.actorOpt = new AdamW(gpu, this.policy.trainableParams(), {
+      lr: rl ? a.lr : config.sft.lr,
+      betas: a.betas,
+      weightDecay: a.weightDecay,
+    });
+    if (config.algorithm.name === 'ppo') {
+      this.critic = new ValueModel(gpu, initial.config, weights);
+      this.criticOpt = new AdamW(gpu, this.critic.params(), {
+        lr: config.critic.lr,
+        betas: a.betas,
+        weightDecay: a.weightDecay,
+      });
+    } else {
+      this.critic = null;
+      this.criticOpt = null;
+    }
+    const t = config.task;
+    this.dataset = generateSyntheticDataset({
+      seed: t.seed,
+      trainSize: t.trainSize,
+      testSize: t.testSize,
+      hops: t.hops,
+      ...(t.types.length > 0 ? { types: t.types as SyntheticQuestionType[] } : {}),
+    });
+    const search = TASK_PRESETS[t.preset].search;
+    this.trainTools =
+      t.corpus === 'pooled'
+        ? pooledSearchTools(this.dataset.train.corpus, search)
+        : perQuestionSearchTools(search);
+    this.testTools =
+      t.corpus === 'pooled'
+        ? pooledSearchTools(this.dataset.test.corpus, search)
+        : perQuestionSearchTools(search);
+  }
+
+  /**
+   * A trainer from the initial checkpoint (also the KL reference). With `storage` holding an earlier
+   * run of the same config, resume=true continues from its last checkpoint.
+   */
+  static async create(
+    gpu: Gpu,
+    config: TrainConfig,
+    initial: Checkpoint,
+    options: { storage?: RunStorage; resume?: boolean } = {},
+  ): Promise<Trainer> {
+    if (initial.tokenizerFiles.size === 0)
+      throw new Error(`the model at ${config.model.path} has no tokenizer files`);
+    const trainer = new Trainer(gpu, config, initial, options.storage ?? null);
+    if (options.resume) {
+      if (!options.storage) throw new Error('resume needs the run folder');
+      await trainer.restoreLatest();
+    }
+    return trainer;
+  }
+
+  /** The tool environment settings of the config's task. */
+  envOptions(): ToolEnvOptions {
+    const c = this.config;
+    return {
+      maxTurns: c.rollout.maxTurns,
+      maxToolCalls: c.rollout.maxToolCalls,
+      systemPrompt: TASK_PRESETS[c.task.preset].systemPrompt,
+      outcome: { metric: c.reward.outcomeMetric },
+    };
+  }
+
+  /** The questions of a step: an epoch-wise shuffle of the train split, seeded by (seed, epoch). */
+  questionsFor(step: number, count: number): QaTask[] {
+    const tasks = this.dataset.train.tasks;
+    const out: QaTask[] = [];
+    for (let k = 0; k < count; k++) {
+      const flat = (step - 1) * count + k;
+      const epoch = Math.floor(flat / tasks.length);
+      const order = createRng(hash32(`${this.config.seed}:epoch:${epoch}`)).shuffle(tasks.map((_, i) => i));
+      out.push(tasks[order[flat % tasks.length]]);
+    }
+    return out;
+  }
+
+  private lrAt(step: number, base: number): number {
+    const w = this.config.train.warmupSteps;
+    return w > 0 && step <= w ? (base * step) / w : base;
+  }
+
+  /** One training step (RL or SFT by the config's algorithm); returns its metrics line. */
+  async trainStep(hooks: TrainerHooks = {}): Promise<StepMetrics> {
+    return this.config.algorithm.name === 'sft' ? this.sftStep(hooks) : this.rlStep(hooks);
+  }
+
+  // ------------------------------------------------------------------------------------ RL
+
+  private async rlStep(hooks: TrainerHooks): Promise<StepMetrics> {
+    const c = this.config;
+    const gpu = this.gpu;
+    const step = this.step + 1;
+    const times: Record<string, number> = {};
+    let mark = performance.now();
+    const lap = (name: string) => {
+      const now = performance.now();
+      times[name] = (times[name] ?? 0) + (now - mark) / 1000;
+      mark = now;
+    };
+
+    // rollout
+    hooks.onPhase?.('rollout', step);
+    const questions = this.questionsFor(step, c.rollout.questionsPerStep);
+    const ro = await runRollouts({
+      model: this.policy,
+      tokenizer: this.tokenizer,
+      tasks: questions,
+      samplesPerTask: c.rollout.samplesPerQuestion,
+      toolsFor: this.trainTools,
+      env: this.envOptions(),
+      maxNewTokensPerTurn: c.rollout.maxNewTokensPerTurn,
+      maxTotalTokens: c.rollout.maxTotalTokens,
+      temperature: c.rollout.temperature,
+      topP: c.rollout.topP,
+      topK: c.rollout.topK,
+      seed: hash32(`${c.seed}:rollout:${step}`),
+      onEvent: hooks.onRolloutEvent,
+    });
+    const trajectories = ro.trajectories;
+    this.lastTrajectories = trajectories;
+    lap('rollout');
+
+    const batch = buildTrainingBatch(
+      trajectories.map((t) => trajectoryEpisode(t, c.reward.processWeight)),
+      { lossMask: c.ablation.lossMask, advantageMask: c.ablation.advantageMask, processWeight: 1 },
+    );
+    hooks.onBatch?.(batch);
+    const { B, T } = batch;
+    const N = B * T;
+
+    // reference log-probs (always: KL to the reference is reported every step)
+    hooks.onPhase?.('reference', step);
+    const trainMaskU32 = Uint32Array.from(batch.lossMask, (m, i) =>
+      m > 0 || batch.policyMask[i] > 0 ? 1 : 0,
+    );
+    const refLogprob = this.logprobsOnly(this.reference, batch, trainMaskU32);
+    lap('reference');
+
+    // old values (PPO)
+    let oldValues: Tensor | null = null;
+    if (this.critic) {
+      hooks.onPhase?.('values', step);
+      const vf = this.critic.forward(batch.tokens);
+      oldValues = gpu.empty([N], 'f32', 'ppo.oldValues');
+      gpu.copy(vf.values, oldValues);
+      vf.release();
+      lap('values');
+    }
+
+    // update
+    hooks.onPhase?.('update', step);
+    const single = c.actor.ppoEpochs * c.actor.miniBatches === 1;
+    let oldLogprob: Tensor | null = single ? null : this.logprobsOnly(this.policy, batch, trainMaskU32);
+    const lossMaskT = gpu.upload(batch.lossMask, [N], 'f32', 'batch.lossMask');
+    const advMaskT = gpu.upload(batch.advMask, [N], 'f32', 'batch.advMask');
+    const rewardsT = gpu.upload(batch.rewards, [N], 'f32', 'batch.rewards');
+    const indexT = gpu.upload(batch.index, [B], 'u32', 'batch.index');
+    let advantages: Tensor | null = null;
+    let returns: Tensor | null = null;
+    let firstLogprob: Float32Array | null = null;
+    let firstEntropy: Float32Array | null = null;
+    const actorStats: Float32Array[] = [];
+    let gradNormValue = 0;
+    let skipped = 0;
+    const rowsPer = B / c.actor.miniBatches;
+    for (let epoch = 0; epoch < c.actor.ppoEpochs; epoch++) {
+      for (let mb = 0; mb < c.actor.miniBatches; mb++) {
+        const r0 = mb * rowsPer;
+        const sub = c.actor.miniBatches === 1 ? batch : sliceRows(batch, r0, r0 + rowsPer);
+        const subN = sub.B * sub.T;
+        this.policy.zeroGrad();
+        const fwd = this.policy.forward(
+          sub.tokens,
+          sub.targets,
+          trainMaskU32.subarray(r0 * T, r0 * T + subN),
+          {
+            temperature: c.rollout.temperature > 0 ? c.rollout.temperature : 1,
+          },
+        );
+        if (oldLogprob === null) {
+          // On-policy single pass: the old log-probs are this forward's, detached.
+          oldLogprob = gpu.empty([N], 'f32', 'batch.oldLogprob');
+          gpu.copy(fwd.head.logprob, oldLogprob);
+        }
+        if (advantages === null) {
+          [firstLogprob, firstEntropy] = (await gpu.readMany([
+            fwd.head.logprob,
+            fwd.head.entropy,
+          ])) as Float32Array[];
+          ({ advantages, returns } = this.computeAdvantages(batch, {
+            rewardsT,
+            advMaskT,
+            indexT,
+            oldLogprob,
+            refLogprob,
+            values: oldValues,
+          }));
+        }
+        const view = (t: Tensor) => (c.actor.miniBatches === 1 ? t : this.rowsOf(t, r0 * T, subN));
+        const loss = policyLoss(gpu, {
+          logprob: fwd.head.logprob,
+          oldLogprob: view(oldLogprob),
+          advantages: view(advantages!),
+          mask: view(lossMaskT),
+          entropy: c.actor.entropyCoef !== 0 ? fwd.head.entropy : null,
+          refLogprob: c.actor.klLossCoef !== 0 ? view(refLogprob) : null,
+          B: sub.B,
+          T: sub.T,
+          clipRatioLow: c.actor.clipRatioLow,
+          clipRatioHigh: c.actor.clipRatioHigh,
+          clipRatioC: c.actor.clipRatioC,
+          mode: c.actor.lossAggMode,
+          globals: { maxLen: batch.maxResponseLength },
+          entropyCoef: c.actor.entropyCoef,
+          klCoef: c.actor.klLossCoef,
+          klKind: c.actor.klLossKind,
+        });
+        this.policy.backward(fwd, loss.gLogprob, loss.gEntropy);
+        fwd.release();
+        loss.gLogprob.release();
+        loss.gEntropy?.release();
+        if (c.actor.miniBatches !== 1)
+          for (const t of [view(oldLogprob), view(advantages!), view(lossMaskT)]) t.release();
+        const grads = [...this.policy.trainableParams().keys()].map((n) => this.policy.grad(n));
+        const norm = gradNorm(gpu, grads, { maxNorm: c.actor.maxGradNorm });
+        const [statsArr, normInfo] = await Promise.all([gpu.readF32(loss.stats), readGradNorm(gpu, norm)]);
+        loss.stats.release();
+        actorStats.push(statsArr);
+        gradNormValue = normInfo.norm;
+        if (!Number.isFinite(statsArr[0]) || normInfo.nonFinite || !Number.isFinite(normInfo.norm)) {
+          skipped++;
+        } else {
+          this.actorOpt.step(this.policy.grads, { gradNorm: norm, lr: this.lrAt(step, c.actor.lr) });
+        }
+        norm.release();
+      }
+    }
+    lap('update');
+
+    // critic
+    let valueStats: Float32Array | null = null;
+    if (this.critic && this.criticOpt && oldValues && returns) {
+      hooks.onPhase?.('critic', step);
+      this.critic.zeroGrad();
+      const vf = this.critic.forward(batch.tokens);
+      const vl = valueLoss(gpu, {
+        vpreds: vf.values,
+        oldValues,
+        returns,
+        mask: advMaskT,
+        B,
+        T,
+        clipRangeValue: c.critic.clipRangeValue,
+        mode: c.actor.lossAggMode,
+      });
+      this.critic.backward(vf, vl.gValue);
+      vf.release();
+      vl.gValue.release();
+      const grads = [...this.critic.grads().values()];
+      const norm = gradNorm(gpu, grads, { maxNorm: c.critic.maxGradNorm });
+      const [s, info] = await Promise.all([gpu.readF32(vl.stats), readGradNorm(gpu, norm)]);
+      vl.stats.release();
+      valueStats = s;
+      if (Number.isFinite(s[0]) && !info.nonFinite)
+        this.criticOpt.step(this.critic.grads(), { gradNorm: norm, lr: this.lrAt(step, c.critic.lr) });
+      else skipped++;
+      norm.release();
+      lap('critic');
+    }
+
+    // metrics: one more readback of the per-token arrays
+    const [refArr, advArr] = (await gpu.readMany([refLogprob, advantages!])) as Float32Array[];
+    for (const t of [
+      refLogprob,
+      oldLogprob,
+      lossMaskT,
+      advMaskT,
+      rewardsT,
+      indexT,
+      advantages,
+      returns,
+      oldValues,
+    ])
+      t?.release();
+    this.step = step;
+    if (skipped > 0) this.skippedSteps++;
+    const metrics = this.rlMetrics(step, trajectories, batch, {
+      logprob: firstLogprob!,
+      entropy: firstEntropy!,
+      ref: refArr,
+      adv: advArr,
+      actorStats,
+      valueStats,
+      gradNorm: gradNormValue,
+      skipped,
+    });
+    lap('metrics');
+    const totalTime = Object.values(times).reduce((a, b) => a + b, 0);
+    for (const [k, v] of Object.entries(times)) metrics[`time/${k}_s`] = v;
+    metrics['time/step_s'] = totalTime;
+    metrics['perf/rollout_tokens_per_s'] = ro.stats.policyTokens / Math.max(1e-9, times.rollout);
+    metrics['perf/train_tokens_per_s'] = (N * c.actor.ppoEpochs) / Math.max(1e-9, times.update);
+    return metrics;
+  }
+
+  /** Rows [start, start + n) of a per-token tensor, copied to its own tensor (mini-batches). */
+  private rowsOf(t: Tensor, start: number, n: number): Tensor {
+    const out = this.gpu.empty([n], t.dtype, `${t.label}.rows`);
+    this.gpu.copy({ tensor: t, offset: start * 4, size: n * 4 }, out);
+    return out;
+  }
+
+  /** Log-probs of a batch's targets under `model` (no activations kept), [N]. */
+  private logprobsOnly(model: QwenGpuModel, batch: TrainingBatch, mask: Uint32Array): Tensor {
+    const fwd = model.forward(batch.tokens, batch.targets, mask, {
+      temperature: this.config.rollout.temperature > 0 ? this.config.rollout.temperature : 1,
+    });
+    const out = this.gpu.empty([batch.B * batch.T], 'f32', 'logprobs');
+    this.gpu.copy(fwd.head.logprob, out);
+    fwd.release();
+    return out;
+  }
+
+  /** Token rewards (with the optional KL penalty) → advantages and returns, on the GPU. */
+  private computeAdvantages(
+    batch: TrainingBatch,
+    t: {
+      rewardsT: Tensor;
+      advMaskT: Tensor;
+      indexT: Tensor;
+      oldLogprob: Tensor;
+      refLogprob: Tensor;
+      values: Tensor | null;
+    },
+  ): { advantages: Tensor; returns: Tensor } {
+    const c = this.config;
+    const gpu = this.gpu;
+    const { B, T } = batch;
+    // verl's in-reward KL: r − β·k(old, ref) on the policy's tokens, before any estimator.
+    const rewards =
+      c.reward.klInRewardCoef > 0
+        ? klPenaltyRewards(gpu, {
+            tokenRewards: t.rewardsT,
+            logprob: t.oldLogprob,
+            refLogprob: t.refLogprob,
+            mask: t.advMaskT,
+            beta: c.reward.klInRewardCoef,
+            kind: c.reward.klInRewardKind,
+          })
+        : t.rewardsT;
+    const outcome = { tokenRewards: rewards, mask: t.advMaskT, index: t.indexT, B, T };
+    let result: { advantages: Tensor; returns: Tensor };
+    switch (c.algorithm.name) {
+      case 'grpo':
+        result = grpoOutcomeAdvantage(gpu, { ...outcome, normByStd: true });
+        break;
+      case 'drgrpo':
+        result = grpoOutcomeAdvantage(gpu, { ...outcome, normByStd: false });
+        break;
+      case 'rloo':
+        result = rlooOutcomeAdvantage(gpu, outcome);
+        break;
+      case 'reinforce++-baseline':
+        result = reinforcePlusPlusBaselineOutcomeAdvantage(gpu, outcome);
+        break;
+      case 'reinforce++':
+        result = reinforcePlusPlusOutcomeAdvantage(gpu, {
+          tokenRewards: rewards,
+          mask: t.advMaskT,
+          B,
+          T,
+          gamma: c.algorithm.gamma,
+        });
+        break;
+      case 'ppo':
+        if (!t.values) throw new Error("PPO needs the critic's values");
+        result = gaeAdvantageReturn(gpu, {
+          tokenRewards: rewards,
+          values: t.values,
+          mask: t.advMaskT,
+          B,
+          T,
+          gamma: c.algorithm.gamma,
+          lam: c.algorithm.lam,
+        });
+        break;
+      default:
+        throw new Error(`no advantage estimator for ${c.algorithm.name}`);
+    }
+    if (rewards !== t.rewardsT) rewards.release();
+    return { advantages: result.advantages, returns: result.returns };
+  }
+
+  private rlMetrics(
+    step: number,
+    trajectories: Trajectory[],
+    batch: TrainingBatch,
+    a: {
+      logprob: Float32Array;
+      entropy: Float32Array;
+      ref: Float32Array;
+      adv: Float32Array;
+      actorStats: Float32Array[];
+      valueStats: Float32Array | null;
+      gradNorm: number;
+      skipped: number;
+    },
+  ): StepMetrics {
+    const c = this.config;
+    const m: StepMetrics = { step, algorithm: c.algorithm.name };
+    const rewards = trajectories.map((t) => episodeReward(t, c.reward.processWeight));
+    Object.assign(m, summary('reward', rewards));
+    m['episode/em'] = mean(trajectories.map((t) => t.outcome?.em ?? 0));
+    m['episode/f1'] = mean(trajectories.map((t) => t.outcome?.f1 ?? 0));
+    m['episode/format_valid'] = mean(trajectories.map((t) => (t.outcome?.formatValid ? 1 : 0)));
+    m['episode/turns'] = mean(trajectories.map((t) => t.turns));
+    m['episode/tool_calls'] = mean(trajectories.map((t) => t.toolCalls));
+    m['episode/response_length'] = mean(batch.policyTokens);
+    m['episode/length'] = mean(trajectories.map((t) => t.ids.length));
+    for (const t of trajectories) {
+      const key = `done/${t.doneReason}`;
+      m[key] = ((m[key] as number | undefined) ?? 0) + 1 / trajectories.length;
+    }
+    // Per-token statistics over the policy's own tokens.
+    let n = 0;
+    let kl = 0;
+    let k3 = 0;
+    let ent = 0;
+    let mis1 = 0;
+    let mis3 = 0;
+    let misMax = 0;
+    for (let i = 0; i < batch.policyMask.length; i++) {
+      if (batch.policyMask[i] === 0) continue;
+      n++;
+      const d = a.logprob[i] - a.ref[i];
+      kl += d;
+      k3 += Math.exp(-d) + d - 1;
+      ent += a.entropy[i];
+      const s = batch.oldLogprob[i] - a.logprob[i];
+      mis1 += s;
+      mis3 += Math.exp(-s) + s - 1;
+      misMax = Math.max(misMax, Math.abs(s));
+    }
+    const per = (x: number) => (n > 0 ? x / n : 0);
+    m['actor/kl_ref_k1'] = per(kl);
+    m['actor/kl_ref_k3'] = per(k3);
+    m['actor/entropy'] = per(ent);
+    m['rollout/mismatch_kl_k1'] = per(mis1);
+    m['rollout/mismatch_kl_k3'] = per(mis3);
+    m['rollout/mismatch_max_abs'] = misMax;
+    let advN = 0;
+    let advSum = 0;
+    for (let i = 0; i < a.adv.length; i++)
+      if (batch.advMask[i] > 0) {
+        advN++;
+        advSum += a.adv[i];
+      }
+    m['actor/advantage_mean'] = advN > 0 ? advSum / advN : 0;
+    const s0 = a.actorStats[0];
+    const last = a.actorStats[a.actorStats.length - 1];
+    m['actor/pg_loss'] = s0[POLICY_STAT.pgLoss];
+    m['actor/loss'] = s0[POLICY_STAT.loss];
+    m['actor/pg_clipfrac'] = mean(a.actorStats.map((s) => s[POLICY_STAT.clipfrac]));
+    m['actor/pg_clipfrac_lower'] = mean(a.actorStats.map((s) => s[POLICY_STAT.clipfracLower]));
+    m['actor/ppo_kl'] = last[POLICY_STAT.ppoKl];
+    m['actor/grad_norm'] = a.gradNorm;
+    m['actor/lr'] = this.lrAt(step, c.actor.lr);
+    if (a.valueStats) {
+      m['critic/vf_loss'] = a.valueStats[VALUE_STAT.loss];
+      m['critic/vf_clipfrac'] = a.valueStats[VALUE_STAT.clipfrac];
+    }
+    m['train/skipped_updates'] = a.skipped;
+    m['train/skipped_steps_total'] = this.skippedSteps;
+    return m;
+  }
+
+  // ------------------------------------------------------------------------------------ SFT
+
+  private async sftStep(hooks: TrainerHooks): Promise<StepMetrics> {
+    const c = this.config;
+    const gpu = this.gpu;
+    const step = this.step + 1;
+    hooks.onPhase?.('update', step);
+    const t0 = performance.now();
+    if (!this.sftTraces) {
+      this.sftTraces = await buildSftTraces({
+        tokenizer: this.tokenizer,
+        tasks: this.dataset.train.tasks.slice(0, c.sft.traces),
+        toolsFor: this.trainTools,
+        env: this.envOptions(),
+        oracle: createOraclePolicy({ style: TASK_PRESETS[c.task.preset].oracleStyle }),
+      });
+    }
+    const traces = this.sftTraces;
+    const picked: SftTrace[] = [];
+    const bs = c.sft.batchSize;
+    for (let k = 0; k < bs; k++) {
+      const flat = (step - 1) * bs + k;
+      const epoch = Math.floor(flat / traces.length);
+      const order = createRng(hash32(`${c.seed}:sft:${epoch}`)).shuffle(traces.map((_, i) => i));
+      picked.push(traces[order[flat % traces.length]]);
+    }
+    const batch = buildTrainingBatch(picked, {});
+    const N = batch.B * batch.T;
+    const maskU32 = Uint32Array.from(batch.lossMask, (m) => (m > 0 ? 1 : 0));
+    const count = maskU32.reduce((s, m) => s + m, 0);
+    const g = gpu.upload(
+      Float32Array.from(batch.lossMask, (m) => (m > 0 ? -1 / count : 0)),
+      [N],
+      'f32',
+      'sft.gLogprob',
+    );
+    this.policy.zeroGrad();
+    const fwd = this.policy.forward(batch.tokens, batch.targets, maskU32);
+    this.policy.backward(fwd, g);
+    const grads = [...this.policy.trainableParams().keys()].map((n) => this.policy.grad(n));
+    const norm = gradNorm(gpu, grads, { maxNorm: c.actor.maxGradNorm });
+    const [lp, info] = await Promise.all([gpu.readF32(fwd.head.logprob), readGradNorm(gpu, norm)]);
+    fwd.release();
+    g.release();
+    let nll = 0;
+    let correct = 0;
+    for (let i = 0; i < N; i++)
+      if (maskU32[i]) {
+        nll -= lp[i];
+        if (lp[i] > Math.log(0.5)) correct++;
+      }
+    const loss = nll / count;
+    let skipped = 0;
+    if (!Number.isFinite(loss) || info.nonFinite) {
+      skipped = 1;
+      this.skippedSteps++;
+    } else {
+      this.actorOpt.step(this.policy.grads, { gradNorm: norm, lr: this.lrAt(step, c.sft.lr) });
+    }
+    norm.release();
+    this.step = step;
+    const seconds = (performance.now() - t0) / 1000;
+    return {
+      step,
+      algorithm: 'sft',
+      'sft/loss': loss,
+      'sft/p_gt_half': correct / count,
+      'sft/tokens': count,
+      'actor/grad_norm': info.norm,
+      'actor/lr': this.lrAt(step, c.sft.lr),
+      'train/skipped_updates': skipped,
+      'train/skipped_steps_total': this.skippedSteps,
+      'time/update_s': seconds,
+      'time/step_s': seconds,
+      'perf/train_tokens_per_s': N / seconds,
+    };
+  }
+
+  // ------------------------------------------------------------------------------------ evaluation
+
+  /** Greedy episodes on the first `n` held-out (test split) questions, one sample each. */
+  async evaluate(n = this.config.train.evalSize, split: 'test' | 'train' = 'test'): Promise<EvalResult> {
+    const c = this.config;
+    const tasks = (split === 'test' ? this.dataset.test.tasks : this.dataset.train.tasks).slice(0, n);
+    const ro = await runRollouts({
+      model: this.policy,
+      tokenizer: this.tokenizer,
+      tasks,
+      samplesPerTask: 1,
+      toolsFor: split === 'test' ? this.testTools : this.trainTools,
+      env: this.envOptions(),
+      maxNewTokensPerTurn: c.rollout.maxNewTokensPerTurn,
+      maxTotalTokens: c.rollout.maxTotalTokens,
+      temperature: 0,
+      seed: 0,
+    });
+    const t = ro.trajectories;
+    return {
+      n: t.length,
+      em: mean(t.map((x) => x.outcome?.em ?? 0)),
+      f1: mean(t.map((x) => x.outcome?.f1 ?? 0)),
+      reward: mean(t.map((x) => episodeReward(x, c.reward.processWeight))),
+      turns: mean(t.map((x) => x.turns)),
+      toolCalls: mean(t.map((x) => x.toolCalls)),
+      formatValid: mean(t.map((x) => (x.outcome?.formatValid ? 1 : 0))),
+      trajectories: t,
+    };
+  }
+
+  // ------------------------------------------------------------------------------------ checkpoints
+
+  /** The policy as HF-layout files (config, generation config, weights, tokenizer). */
+  async policyFiles(): Promise<Map<string, Uint8Array>> {
+    return saveCheckpoint({
+      config: this.initial.config,
+      generationConfig: this.initial.generationConfig,
+      tensors: await this.policy.exportWeights(),
+      dtype: 'F32',
+      tokenizerFiles: this.initial.tokenizerFiles,
+    });
+  }
+
+  /** Writes checkpoints/step-XXXXXX/: the policy in HF layout, optimizer state, critic, trainer state. */
+  async saveCheckpoint(): Promise<string> {
+    if (!this.storage) throw new Error('saveCheckpoint: the trainer has no run storage');
+    const dir = `checkpoints/step-${String(this.step).padStart(6, '0')}`;
+    for (const [name, bytes] of await this.policyFiles()) await this.storage.write(`${dir}/${name}`, bytes);
+    await this.storage.write(`${dir}/optimizer.safetensors`, await optimizerBytes(this.actorOpt));
+    const state: Record<string, unknown> = {
+      step: this.step,
+      skippedSteps: this.skippedSteps,
+      algorithm: this.config.algorithm.name,
+      optimizerSteps: Object.fromEntries(this.actorOpt.parameters.map((p) => [p.name, p.step])),
+    };
+    if (this.critic && this.criticOpt) {
+      const w = await this.critic.exportWeights();
+      await this.storage.write(
+        `${dir}/critic.safetensors`,
+        serializeSafetensors(
+          new Map(
+            [...w].map(([k, t]) => [
+              k,
+              { dtype: 'F32', shape: t.shape, data: new Uint8Array(t.data.buffer.slice(0)) },
+            ]),
+          ),
+        ),
+      );
+      await this.storage.write(`${dir}/critic-optimizer.safetensors`, await optimizerBytes(this.criticOpt));
+      state.criticOptimizerSteps = Object.fromEntries(this.criticOpt.parameters.map((p) => [p.name, p.step]));
+    }
+    await this.storage.write(`${dir}/${STATE_FILE}`, `${JSON.stringify(state, null, 2)}\n`);
+    return dir;
+  }
+
+  /** Step numbers of the checkpoints in the run folder, ascending. */
+  async checkpointSteps(): Promise<number[]> {
+    if (!this.storage) return [];
+    const names = await this.storage.list('checkpoints');
+    const steps: number[] = [];
+    for (const n of names) {
+      const m = /^step-(\d+)$/.exec(n);
+      if (m && (await this.storage.read(`checkpoints/${n}/${STATE_FILE}`)) !== null) steps.push(Number(m[1]));
+    }
+    return steps.sort((a, b) => a - b);
+  }
+
+  private async restoreLatest(): Promise<void> {
+    const storage = this.storage!;
+    const steps = await this.checkpointSteps();
+    if (steps.length === 0) return;
+    const dir = `checkpoints/step-${String(steps.at(-1)).padStart(6, '0')}`;
+    const state = JSON.parse((await readText(storage, `${dir}/${STATE_FILE}`))!) as {
+      step: number;
+      skippedSteps: number;
+      algorithm: string;
+      optimizerSteps: Record<string, number>;
+      criticOptimizerSteps?: Record<string, number>;
+    };
+    if (state.algorithm !== this.config.algorithm.name)
+      throw new Error(
+        `resume: ${storage.description}/${dir} was written by ${state.algorithm}, the config says ${this.config.algorithm.name}`,
+      );
+    const weights = parseSafetensors(
+      (await storage.read(`${dir}/model.safetensors`))!,
+      `${dir}/model.safetensors`,
+    );
+    for (const [name, t] of this.policy.params) this.gpu.write(t, tensorToFloat32(weights, name));
+    this.actorOpt.loadState(
+      await readOptimizer(storage, `${dir}/optimizer.safetensors`, state.optimizerSteps),
+    );
+    if (this.critic && this.criticOpt) {
+      const cw = parseSafetensors(
+        (await storage.read(`${dir}/critic.safetensors`))!,
+        `${dir}/critic.safetensors`,
+      );
+      for (const [name, t] of this.critic.params()) this.gpu.write(t, tensorToFloat32(cw, name));
+      this.criticOpt.loadState(
+        await readOptimizer(storage, `${dir}/critic-optimizer.safetensors`, state.criticOptimizerSteps ?? {}),
+      );
+    }
+    this.step = state.step;
+    this.skippedSteps = state.skippedSteps;
+  }
+
+  release(): void {
+    this.actorOpt.release();
+    this.criticOpt?.release();
+    this.policy.release();
+    this.reference.release();
+    this.critic?.release();
+  }
+}
+
+async function optimizerBytes(opt: AdamW): Promise<Uint8Array> {
+  const state = await opt.state();
+  const tensors = new Map<string, { dtype: 'F32'; shape: number[]; data: Uint8Array }>();
+  for (const [name, e] of Object.entries(state.params)) {
+    tensors.set(`m/${name}`, {
+      dtype: 'F32',
+      shape: [e.m.length],
+      data: new Uint8Array(e.m.buffer.slice(0)),
+    });
+    tensors.set(`v/${name}`, {
+      dtype: 'F32',
+      shape: [e.v.length],
+      data: new Uint8Array(e.v.buffer.slice(0)),
+    });
+  }
+  return serializeSafetensors(tensors);
+}
+
+async function readOptimizer(storage: RunStorage, path: string, steps: Record<string, number>) {
+  const bytes = await storage.read(path);
+  if (!bytes) throw new Error(`resume: ${path} is missing`);
+  const file = parseSafetensors(bytes, path);
+  const params: Record<string, { step: number; m: Float32Array; v: Float32Array }> = {};
+  for (const [name, step] of Object.entries(steps)) {
+    if (step === 0) continue;
+    params[name] = { step, m: tensorToFloat32(file, `m/${name}`), v: tensorToFloat32(file, `v/${name}`) };
+  }
+  return { version: 1 as const, params };
+}
+
+export function mean(xs: readonly number[]): number {
+  return xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length;
+}
+
+function summary(prefix: string, xs: readonly number[]): Record<string, number> {
+  const mu = mean(xs);
+  const sd = xs.length > 1 ? Math.sqrt(xs.reduce((a, x) => a + (x - mu) ** 2, 0) / (xs.length - 1)) : 0;
+  return {
+    [`${prefix}/mean`]: mu,
+    [`${prefix}/std`]: sd,
+    [`${prefix}/min`]: xs.length ? Math.min(...xs) : 0,
+    [`${prefix}/max`]: xs.length ? Math.max(...xs) : 0,
+  };
+}

@@ -1,0 +1,51 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, DEFAULT_CONFIG, parseConfigText, resolveConfig } from '../../src/rl/config.ts';
+
+describe('train config', () => {
+  it('fills every missing key with the working default', () => {
+    const c = resolveConfig({ name: 'x', actor: { lr: 3e-5 } });
+    expect(c.actor.lr).toBe(3e-5);
+    expect(c.actor.clipRatioLow).toBe(DEFAULT_CONFIG.actor.clipRatioLow);
+    expect(c.rollout).toEqual(DEFAULT_CONFIG.rollout);
+    expect(resolveConfig({})).toEqual(DEFAULT_CONFIG);
+  });
+
+  it('names the bad key: unknown keys, wrong types, out-of-range values', () => {
+    const bad: Array<[unknown, string]> = [
+      [{ actor: { lrr: 1 } }, '"actor.lrr" is not a known key of "actor"'],
+      [{ algorithm: { name: 'ppo2' } }, '"algorithm.name" must be one of'],
+      [{ rollout: { samplesPerQuestion: 1.5 } }, '"rollout.samplesPerQuestion" must be an integer'],
+      [{ actor: { lossAggMode: 'mean' } }, '"actor.lossAggMode" must be one of'],
+      [{ actor: 3 }, '"actor" must be an object'],
+      [{ actor: { betas: [0.9] } }, '"actor.betas" needs at least 2 entries'],
+      [{ task: { hops: [5] } }, '"task.hops[0]" must be <= 4'],
+      [{ seed: 'one' }, '"seed" must be a number'],
+      [{ name: 'a b' }, '"name" may hold only'],
+      [{ rollout: { samplesPerQuestion: 1 } }, 'must be >= 2 for grpo'],
+      [{ actor: { miniBatches: 3 } }, '"actor.miniBatches" must divide the 16 episodes'],
+      [[], 'must be a JSON object'],
+    ];
+    for (const [raw, message] of bad) {
+      expect(() => resolveConfig(raw), JSON.stringify(raw)).toThrow(ConfigError);
+      expect(() => resolveConfig(raw), JSON.stringify(raw)).toThrow(message);
+    }
+  });
+
+  it('parses file text with a BOM and names the file on a syntax error', () => {
+    expect(parseConfigText('\uFEFF{"name": "bom"}', 'a.json').name).toBe('bom');
+    expect(() => parseConfigText('{"name": ', 'configs/broken.json')).toThrow(
+      /configs\/broken\.json is not valid JSON/,
+    );
+    expect(() => parseConfigText('{"actor": {"lrr": 1}}', 'configs/x.json')).toThrow(
+      /"actor\.lrr".*\(in configs\/x\.json\)/,
+    );
+  });
+
+  it('accepts every committed config', () => {
+    const files = readdirSync('configs').filter((f) => f.endsWith('.json'));
+    expect(files.length).toBeGreaterThan(0);
+    for (const f of files)
+      expect(() => parseConfigText(readFileSync(`configs/${f}`, 'utf8'), f), f).not.toThrow();
+  });
+});

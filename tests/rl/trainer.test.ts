@@ -1,0 +1,180 @@
+// The trainer end to end on the micro config (configs/micro.json: 2 questions × 2 samples, short turns)
+// with the bundled qwen-tiny: the first update from the reference, every algorithm's step, a NaN step,
+// resume = uninterrupted, SFT traces, and a two-step GRPO run through runTraining.
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Checkpoint, loadCheckpoint } from '../../src/agent/model/checkpoint.ts';
+import { directorySource } from '../../src/agent/model/node-fs.ts';
+import { memorySource } from '../../src/agent/model/sources.ts';
+import { renderQwen3Chat } from '../../src/env/chat-format.ts';
+import { createOraclePolicy } from '../../src/env/policies/oracle.ts';
+import type { Gpu } from '../../src/gpu/runtime.ts';
+import { type AlgorithmName, parseConfigText, type TrainConfig } from '../../src/rl/config.ts';
+import { runTraining } from '../../src/rl/run.ts';
+import { buildSftTraces } from '../../src/rl/sft.ts';
+import { memoryStorage, readText } from '../../src/rl/storage.ts';
+import { type StepMetrics, Trainer } from '../../src/rl/trainer.ts';
+import { getTestGpu } from '../helpers/gpu.ts';
+
+let gpu: Gpu;
+let initial: Checkpoint;
+
+function microConfig(edit: (c: TrainConfig) => void = () => {}): TrainConfig {
+  const c = parseConfigText(readFileSync('configs/micro.json', 'utf8'), 'configs/micro.json');
+  edit(c);
+  return c;
+}
+
+/** Metrics without wall-clock fields, for exact comparisons. */
+function timeless(m: StepMetrics): StepMetrics {
+  return Object.fromEntries(
+    Object.entries(m).filter(([k]) => !k.startsWith('time/') && !k.startsWith('perf/')),
+  );
+}
+
+beforeAll(async () => {
+  gpu = await getTestGpu();
+  initial = await loadCheckpoint(directorySource('public/models/qwen-tiny'), { requireTokenizer: true });
+});
+
+describe('trainer', () => {
+  const trainers: Trainer[] = [];
+  afterAll(() => {
+    for (const t of trainers) t.release();
+  });
+  async function make(config: TrainConfig, options: Parameters<typeof Trainer.create>[3] = {}) {
+    const t = await Trainer.create(gpu, config, initial, options);
+    trainers.push(t);
+    return t;
+  }
+
+  it('first update from the reference: ratio 1, PPO-KL 0, KL to reference 0, mismatch KL ≈ 0', async () => {
+    const t = await make(microConfig());
+    const m = await t.trainStep();
+    expect(m['actor/kl_ref_k1']).toBe(0);
+    expect(m['actor/kl_ref_k3']).toBe(0);
+    expect(m['actor/ppo_kl']).toBe(0);
+    expect(m['actor/pg_clipfrac']).toBe(0);
+    expect(Math.abs(m['rollout/mismatch_kl_k3'] as number)).toBeLessThan(1e-6);
+    expect(m['rollout/mismatch_max_abs'] as number).toBeLessThan(1e-3);
+    expect(m['train/skipped_updates']).toBe(0);
+    // The second step starts from updated weights: the policy has moved away from the reference.
+    const m2 = await t.trainStep();
+    expect(m2['actor/kl_ref_k3'] as number).toBeGreaterThan(0);
+  });
+
+  it.each<AlgorithmName>(['drgrpo', 'ppo', 'reinforce++', 'reinforce++-baseline', 'rloo'])(
+    '%s runs a finite step',
+    async (name) => {
+      const t = await make(
+        microConfig((c) => {
+          c.algorithm.name = name;
+          c.algorithm.gamma = name === 'reinforce++' ? 0.99 : 1;
+        }),
+      );
+      const m = await t.trainStep();
+      for (const [k, v] of Object.entries(m))
+        if (typeof v === 'number') expect(Number.isFinite(v), k).toBe(true);
+      expect(m['train/skipped_updates']).toBe(0);
+      if (name === 'ppo') expect(m['critic/vf_loss'] as number).toBeGreaterThan(0);
+    },
+  );
+
+  it('skips a step whose loss is NaN: weights and optimizer state untouched, the skip counted', async () => {
+    const t = await make(microConfig());
+    await t.trainStep(); // the optimizer has state now
+    const before = await t.policy.exportWeights();
+    const optBefore = await t.actorOpt.state();
+    const m = await t.trainStep({
+      onBatch(batch) {
+        batch.rewards[batch.rewards.findIndex((r, i) => batch.advMask[i] > 0 || r !== 0)] = Number.NaN;
+      },
+    });
+    expect(m['train/skipped_updates']).toBe(1);
+    expect(m['train/skipped_steps_total']).toBe(1);
+    const after = await t.policy.exportWeights();
+    for (const [name, w] of before) expect(after.get(name)!.data, name).toEqual(w.data);
+    const optAfter = await t.actorOpt.state();
+    for (const [name, e] of Object.entries(optBefore.params)) {
+      expect(optAfter.params[name].step, name).toBe(e.step);
+      expect(optAfter.params[name].m, name).toEqual(e.m);
+      expect(optAfter.params[name].v, name).toEqual(e.v);
+    }
+    // and the next step trains again
+    expect((await t.trainStep())['train/skipped_updates']).toBe(0);
+  });
+
+  it('a resumed run gives the same metrics as an uninterrupted one', async () => {
+    for (const algorithm of ['grpo', 'ppo'] as const) {
+      const config = microConfig((c) => {
+        c.algorithm.name = algorithm;
+      });
+      const straight = await make(config);
+      const a1 = await straight.trainStep();
+      const a2 = await straight.trainStep();
+
+      const storage = memoryStorage();
+      const first = await make(config, { storage });
+      const b1 = await first.trainStep();
+      await first.saveCheckpoint();
+      const resumed = await make(config, { storage, resume: true });
+      expect(resumed.step).toBe(1);
+      const b2 = await resumed.trainStep();
+      expect(timeless(b1)).toEqual(timeless(a1));
+      expect(timeless(b2), algorithm).toEqual(timeless(a2));
+    }
+  });
+
+  it('SFT traces: exact tokens, policy mask on the oracle turns, decoding = the template rendering', async () => {
+    const t = await make(microConfig((c) => (c.algorithm.name = 'sft')));
+    const traces = await buildSftTraces({
+      tokenizer: t.tokenizer,
+      tasks: t.dataset.train.tasks.slice(0, 3),
+      toolsFor: t.trainTools,
+      env: t.envOptions(),
+      oracle: createOraclePolicy({ style: 'compact' }),
+    });
+    expect(traces.length).toBeGreaterThan(0);
+    for (const tr of traces) {
+      const text = t.tokenizer.decode([...tr.ids]);
+      const policyText = t.tokenizer.decode(tr.ids.filter((_, i) => tr.sources[i] === 'policy'));
+      expect(policyText).toContain('<tool_call>');
+      expect(policyText).toContain('<answer>');
+      expect(policyText).not.toContain('<tool_response>');
+      expect(text.startsWith(t.tokenizer.decode(tr.ids.filter((_, i) => tr.sources[i] === 'prompt')))).toBe(
+        true,
+      );
+      // the whole sequence is the template's rendering of the final conversation (which ends in '\n')
+      expect(`${text}\n`).toBe(renderQwen3Chat(tr.messages, { tools: tr.tools }));
+    }
+    const m1 = await t.trainStep();
+    expect(m1['sft/loss'] as number).toBeGreaterThan(0);
+    expect(m1['train/skipped_updates']).toBe(0);
+  });
+
+  it('a two-step GRPO run end to end: metrics, samples, checkpoints in HF layout, resume continues', async () => {
+    const config = microConfig();
+    const storage = memoryStorage();
+    const t = await make(config, { storage });
+    const lines: StepMetrics[] = [];
+    await runTraining(t, storage, { onMetrics: (m) => lines.push(m) });
+    expect(t.step).toBe(2);
+    const text = (await readText(storage, 'metrics.jsonl'))!;
+    const parsed = text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as StepMetrics);
+    expect(parsed).toEqual(lines);
+    expect(parsed.filter((l) => 'reward/mean' in l).map((l) => l.step)).toEqual([1, 2]);
+    expect(parsed.filter((l) => 'eval/em' in l).map((l) => l.step)).toEqual([0, 1, 2]);
+    expect(await storage.list('checkpoints')).toEqual(['step-000001', 'step-000002']);
+    const files = new Map<string, Uint8Array>();
+    for (const name of await storage.list('checkpoints/step-000002'))
+      files.set(name, (await storage.read(`checkpoints/step-000002/${name}`))!);
+    const saved = await loadCheckpoint(memorySource(files), { requireTokenizer: true });
+    const live = await t.policy.exportWeights();
+    for (const [name, w] of live) expect(saved.tensors.get(name)!.data, name).toEqual(w.data);
+    const samples = JSON.parse((await readText(storage, 'samples/step-000002.json'))!) as unknown[];
+    expect(samples).toHaveLength(2);
+  });
+});
