@@ -89,6 +89,8 @@ export interface TrainConfig {
     /** Dual-clip constant (applies where A < 0). */
     clipRatioC: number;
     lossAggMode: LossAggMode;
+    /** 'vanilla' (PPO clip + dual clip), 'gspo' (sequence-level ratio), 'cispo' (clipped-IS REINFORCE). */
+    policyLoss: 'vanilla' | 'gspo' | 'cispo';
     entropyCoef: number;
     /** KL-to-reference as a loss term (0 = off). */
     klLossCoef: number;
@@ -177,6 +179,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     clipRatioHigh: 0.2,
     clipRatioC: 3,
     lossAggMode: 'token-mean',
+    policyLoss: 'vanilla',
     entropyCoef: 0,
     klLossCoef: 0,
     klLossKind: 'k3',
@@ -288,6 +291,7 @@ const CHECKS: Record<string, Check> = {
   'actor.clipRatioHigh': num(0),
   'actor.clipRatioC': num(1, Number.POSITIVE_INFINITY, { minOpen: true }),
   'actor.lossAggMode': oneOf(LOSS_AGG_MODES),
+  'actor.policyLoss': oneOf(['vanilla', 'gspo', 'cispo']),
   'actor.entropyCoef': num(),
   'actor.klLossCoef': num(0),
   'actor.klLossKind': oneOf(KL_KINDS),

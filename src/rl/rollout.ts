@@ -8,7 +8,10 @@
 //   ids     = prompt | turn 0: policy ids (…, <|im_end|>) | env ids | turn 1: policy ids | env ids | …
 //   prompt  = tokenizer.encodeChat(env.reset().messages, { tools, addGenerationPrompt: true })
 //   policy  = exactly the ids the sampler drew, including the stop token it drew
-//   env     = tokenizer.encode(Observation.continuation): '\n' + tool responses + '<|im_start|>assistant\n'
+//   env     = tokenizer.encodePieces(Observation.continuationPieces): '\n' + tool responses +
+//             '<|im_start|>assistant\n', the template glue as markup and the tool results as plain text
+//             (a passage that spells <|im_end|> stays text); the prompt's question is data the same
+//             way inside encodeChat
 //
 // Per token (parallel arrays on the Trajectory): ids, sources ('prompt' | 'policy' | 'env'),
 // lossMask (1 exactly on policy ids, the sampled <|im_end|> included), logprobs (the sampler's
@@ -72,6 +75,7 @@ import type {
   OutcomeReward,
   ProcessReward,
   StepCallInfo,
+  TextPiece,
   ToolSpec,
 } from '../env/types.ts';
 
@@ -99,6 +103,8 @@ export function modelSampler(model: QwenGpuModel): SamplerFactory {
 /** The tokenizer calls the rollout makes (QwenTokenizer implements them). */
 export interface RolloutTokenizer {
   encode(text: string): number[];
+  /** Template pieces as encode(), data pieces as plain text (never special ids). */
+  encodePieces(pieces: readonly TextPiece[]): number[];
   decode(ids: readonly number[]): string;
   encodeChat(messages: readonly ChatMessage[], options?: ChatTemplateOptions): number[];
   specialId(name: QwenTokenName): number;
@@ -454,7 +460,7 @@ export async function* rolloutStream<T extends EnvTask>(
               `rollout: the env continued row ${r} at turn ${turn} with no continuation`,
             );
           }
-          continuation = tokenizer.encode(step.observation.continuation);
+          continuation = tokenizer.encodePieces(step.observation.continuationPieces);
           if (contextTokens + continuation.length + 2 > maxTotal) {
             done = true;
             doneReason = 'context_budget';

@@ -7,6 +7,8 @@
 //            prompt                                                              source 'prompt'
 //   turn k   the oracle's action text, then <|im_end|>                           source 'policy'
 //   reply k  the ToolEnv's continuation (tool responses + the template's glue)   source 'env'
+// Data stays text: the question (inside encodeChat) and the tool responses (continuationPieces) are
+// encoded without special ids, whatever tags they spell.
 // decode(ids) equals the template's rendering of the final conversation (tested).
 
 import type { QwenTokenizer } from '../agent/tokenizer/qwen-tokenizer.ts';
@@ -65,7 +67,7 @@ export async function buildSftTraces(options: SftTraceOptions): Promise<SftTrace
         messages = env.snapshot().messages;
         break;
       }
-      push(tokenizer.encode(step.observation.continuation), 'env');
+      push(tokenizer.encodePieces(step.observation.continuationPieces), 'env');
       state = env.snapshot();
     }
     if (successesOnly && em !== 1) continue;

@@ -75,6 +75,19 @@ export interface TrainerHooks {
   onRolloutEvent?: (event: RolloutEvent) => void;
   /** The step's training batch, before the update reads it (token inspector; tests inject faults here). */
   onBatch?: (batch: TrainingBatch) => void;
+  /** After an RL step's update: the per-position arrays it read back (the browser's token inspector). */
+  onUpdateArrays?: (arrays: UpdateArrays) => void;
+}
+
+/**
+ * Per-position arrays of an RL step, [B, T] row-major like the batch (position i scores token i + 1):
+ * the first forward's log-probs, the reference's log-probs and the advantages.
+ */
+export interface UpdateArrays {
+  batch: TrainingBatch;
+  logprob: Float32Array;
+  ref: Float32Array;
+  advantages: Float32Array;
 }
 
 export interface EvalResult {
@@ -358,6 +371,7 @@ export class Trainer {
           clipRatioHigh: c.actor.clipRatioHigh,
           clipRatioC: c.actor.clipRatioC,
           mode: c.actor.lossAggMode,
+          policyLossMode: c.actor.policyLoss,
           globals: { maxLen: batch.maxResponseLength },
           entropyCoef: c.actor.entropyCoef,
           klCoef: c.actor.klLossCoef,
@@ -418,6 +432,7 @@ export class Trainer {
 
     // metrics: one more readback of the per-token arrays
     const [refArr, advArr] = (await gpu.readMany([refLogprob, advantages!])) as Float32Array[];
+    hooks.onUpdateArrays?.({ batch, logprob: firstLogprob!, ref: refArr, advantages: advArr });
     for (const t of [
       refLogprob,
       oldLogprob,

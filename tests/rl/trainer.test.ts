@@ -80,6 +80,14 @@ describe('trainer', () => {
     },
   );
 
+  it.each(['gspo', 'cispo'] as const)('GRPO with the %s policy loss runs a finite step', async (loss) => {
+    const t = await make(microConfig((c) => (c.actor.policyLoss = loss)));
+    const m = await t.trainStep();
+    for (const [k, v] of Object.entries(m))
+      if (typeof v === 'number') expect(Number.isFinite(v), k).toBe(true);
+    expect(m['actor/ppo_kl']).toBe(0);
+  });
+
   it('skips a step whose loss is NaN: weights and optimizer state untouched, the skip counted', async () => {
     const t = await make(microConfig());
     await t.trainStep(); // the optimizer has state now
