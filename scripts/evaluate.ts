@@ -1,7 +1,7 @@
 // npm run evaluate -- --policy <oracle|naive-rag|naive-rag:model:DIR|model:DIR>
-//                     --tasks <synthetic|hotpotqa:FILE|musique:FILE> [--split train|test] [--limit N]
+//                     --tasks <synthetic|hotpotqa:FILE|2wiki:FILE|musique:FILE> [--split train|test] [--limit N]
 //                     [--corpus pooled|question] [--preset default|compact] [--temperature T]
-//                     [--max-new-tokens N] [--seed S] [--json FILE [--episodes]]
+//                     [--max-new-tokens N] [--seed S] [--json FILE [--episodes]] [--strict]
 // Plays a policy on a task set through the ToolEnv and prints EM, F1, substring EM, mean turns and tool
 // calls, the format-error rate and the per-type breakdown.
 //   model:DIR            Base Tool Call: a Qwen checkpoint folder on the GPU, the search tool offered
@@ -10,6 +10,10 @@
 //   oracle               the scripted multi-hop searcher (synthetic only)
 // The scripted policies follow the synthetic question templates; on real data they are refused (exit 2)
 // rather than reported as EM 0. Models decode greedily unless --temperature > 0.
+// Task files: a file that cannot be read as its task set (not UTF-8, not JSON, JSON lines given as
+// hotpotqa, truncated, …) is one line `evaluate: file:line:column: expected …, found … (hint)`, exit 2.
+// Bad records are repaired when one reading is possible, else skipped; each is printed with its line,
+// and the run ends with a summary by reason. --strict stops at the first bad record (exit 2).
 import { readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { loadCheckpoint } from '../src/agent/model/checkpoint.ts';
@@ -24,23 +28,45 @@ import { createNaiveRagPolicy, SCRIPTED_NAIVE_RAG_NAME } from '../src/env/polici
 import { createOraclePolicy } from '../src/env/policies/oracle.ts';
 import type { Policy } from '../src/env/policies/policy.ts';
 import { TASK_PRESETS, type TaskPresetName } from '../src/env/presets.ts';
-import { loadHotpotQa } from '../src/env/tasks/hotpotqa.ts';
-import { loadMusiqueJsonl } from '../src/env/tasks/musique.ts';
-import { type Passage, pooledCorpus, type QaTask } from '../src/env/tasks/schema.ts';
+import {
+  type LoadResult,
+  type Passage,
+  pooledCorpus,
+  type QaTask,
+  TaskRecordError,
+} from '../src/env/tasks/schema.ts';
 import { generateSyntheticDataset } from '../src/env/tasks/synthetic.ts';
+import {
+  describeLoadProblem,
+  readTaskFile,
+  summarizeLoad,
+  TASK_FILE_KINDS,
+  TaskFileError,
+  type TaskFileKind,
+} from '../src/env/tasks/task-file.ts';
 import { perQuestionSearchTools, pooledSearchTools } from '../src/env/tools/search.ts';
 import { Gpu } from '../src/gpu/runtime.ts';
 
 const USAGE =
   'usage: npm run evaluate -- --policy <oracle|naive-rag|naive-rag:model:DIR|model:DIR> ' +
-  '--tasks <synthetic|hotpotqa:FILE|musique:FILE> [--split train|test] [--limit N] [--corpus pooled|question] ' +
-  '[--preset default|compact] [--temperature T] [--max-new-tokens N] [--seed S] [--json FILE [--episodes]]';
+  '--tasks <synthetic|hotpotqa:FILE|2wiki:FILE|musique:FILE> [--split train|test] [--limit N] ' +
+  '[--corpus pooled|question] [--preset default|compact] [--temperature T] [--max-new-tokens N] [--seed S] ' +
+  '[--json FILE [--episodes]] [--strict]';
 
 /** A bad command line: the problem, then the usage. */
 function fail(message: string): never {
   console.error(`evaluate: ${message}\n${USAGE}`);
   process.exit(2);
 }
+
+/** Bad data (the command line is fine): one line, no usage. */
+function failData(message: string): never {
+  console.error(`evaluate: ${message}`);
+  process.exit(2);
+}
+
+/** Problems printed one per line before the run; the rest only counted in the summary. */
+const MAX_PROBLEM_LINES = 20;
 
 function parseCommandLine() {
   try {
@@ -57,6 +83,7 @@ function parseCommandLine() {
         'max-new-tokens': { type: 'string', default: '256' },
         json: { type: 'string' },
         episodes: { type: 'boolean', default: false },
+        strict: { type: 'boolean', default: false },
       },
       strict: true,
     });
@@ -94,13 +121,15 @@ if (values.episodes && !values.json)
   fail('--episodes adds the episodes to the --json report; give --json FILE');
 
 /** --tasks: the synthetic world, or a real task set's kind and file. */
-function parseTaskSpec(spec: string): { kind: 'synthetic' } | { kind: 'hotpotqa' | 'musique'; file: string } {
+function parseTaskSpec(spec: string): { kind: 'synthetic' } | { kind: TaskFileKind; file: string } {
   if (spec === 'synthetic') return { kind: 'synthetic' };
   const colon = spec.indexOf(':');
   const [kind, file] = [spec.slice(0, colon), spec.slice(colon + 1)];
-  if (colon < 0 || !file) fail(`--tasks ${spec}: expected synthetic, hotpotqa:FILE or musique:FILE`);
-  if (kind !== 'hotpotqa' && kind !== 'musique') fail(`unknown task set "${kind}" in --tasks ${spec}`);
-  return { kind, file };
+  if (colon < 0 || !file)
+    fail(`--tasks ${spec}: expected synthetic, hotpotqa:FILE, 2wiki:FILE or musique:FILE`);
+  if (!(TASK_FILE_KINDS as readonly string[]).includes(kind))
+    fail(`unknown task set "${kind}" in --tasks ${spec}`);
+  return { kind: kind as TaskFileKind, file };
 }
 const taskSet = parseTaskSpec(taskSpec);
 
@@ -121,22 +150,38 @@ if (scripted && taskSet.kind !== 'synthetic') {
   process.exit(2);
 }
 
-/** The tasks, and for the synthetic world its split's whole corpus (distractor entities included). */
-async function loadTasks(): Promise<{ tasks: QaTask[]; corpus?: Passage[] }> {
+/**
+ * The tasks, and for the synthetic world its split's whole corpus (distractor entities included); for a
+ * task file also its load summary (null when every record loaded as is).
+ */
+async function loadTasks(): Promise<{ tasks: QaTask[]; corpus?: Passage[]; summary?: string | null }> {
   if (taskSet.kind === 'synthetic') {
     const dataset = generateSyntheticDataset({ seed });
     return { tasks: dataset[split].tasks, corpus: dataset[split].corpus };
   }
   const { kind, file } = taskSet;
-  const text = await readFile(file, 'utf8').catch((e: Error) => fail(`cannot read ${file}: ${e.message}`));
-  let result: ReturnType<typeof loadMusiqueJsonl>;
+  const bytes = await readFile(file).catch((e: NodeJS.ErrnoException) =>
+    failData(
+      `cannot read ${file}: ${e.code === 'ENOENT' ? 'no such file' : e.code === 'EISDIR' ? 'it is a folder' : e.message}`,
+    ),
+  );
+  let result: LoadResult;
   try {
-    result = kind === 'hotpotqa' ? loadHotpotQa(JSON.parse(text)) : loadMusiqueJsonl(text);
+    result = readTaskFile(bytes, kind, file, { strict: values.strict });
   } catch (error) {
-    fail(`cannot load ${file} as ${kind}: ${(error as Error).message}`);
+    if (error instanceof TaskFileError) failData(error.message);
+    if (error instanceof TaskRecordError)
+      failData(`${describeLoadProblem(file, error.problem)} (--strict stops at the first bad record)`);
+    failData(`cannot load ${file} as ${kind}: ${(error as Error).message}`);
   }
-  if (result.skipped > 0) console.log(`${file}: skipped ${result.skipped} bad record(s)`);
-  return { tasks: result.tasks };
+  const problems = [...result.problems, ...result.repairs].sort((a, b) => a.index - b.index);
+  for (const problem of problems.slice(0, MAX_PROBLEM_LINES))
+    console.error(describeLoadProblem(file, problem));
+  if (problems.length > MAX_PROBLEM_LINES)
+    console.error(
+      `${file}: … and ${problems.length - MAX_PROBLEM_LINES} more (counted in the summary at the end)`,
+    );
+  return { tasks: result.tasks, summary: summarizeLoad(file, result) };
 }
 
 /** A Qwen checkpoint folder on the GPU as a turn generator (chat template, sampling, decoding). */
@@ -181,7 +226,10 @@ async function makePolicy(spec: string): Promise<{ policy: Policy; release(): vo
 
 const loaded = await loadTasks();
 const tasks = loaded.tasks.slice(0, limit);
-if (tasks.length === 0) fail('no tasks to evaluate');
+if (tasks.length === 0) {
+  if (loaded.summary) failData(`no tasks to evaluate: ${loaded.summary}`);
+  fail('no tasks to evaluate');
+}
 const { policy, release } = await makePolicy(policySpec);
 const tools =
   values.corpus === 'pooled'
@@ -234,3 +282,4 @@ if (values.json) {
   await writeFile(values.json, `${JSON.stringify({ config, ...report, episodes }, null, 2)}\n`);
   console.log(`wrote ${values.json}`);
 }
+if (loaded.summary) console.log(`\n${loaded.summary}`);

@@ -8,6 +8,10 @@
 //   --force    start over in a folder that already holds a run
 //   --steps / --minutes override train.steps / train.maxMinutes
 //   --export   also write the final policy as an HF checkpoint folder (e.g. public/models/qwen-tiny)
+//   --evaluate-only [--model DIR] [--json FILE]
+//              no training: play the config's held-out questions (greedy, train.evalSize of them) with
+//              the config's model or DIR (any checkpoint: the untrained init is Base Tool Call) and
+//              print EM / F1; the same episodes and settings as a run's eval lines
 // Exit codes: 0 done, 2 bad command line or config (one line naming the problem), 1 a failure.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -22,7 +26,8 @@ import type { StepMetrics } from '../src/rl/trainer.ts';
 import { Trainer } from '../src/rl/trainer.ts';
 
 const USAGE =
-  'usage: npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force] [--steps N] [--minutes M] [--export DIR] [--quiet]';
+  'usage: npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force] [--steps N] [--minutes M] [--export DIR] [--quiet]\n' +
+  '       npm run train -- --config configs/<name>.json --evaluate-only [--model DIR] [--json FILE]';
 
 function fail(message: string): never {
   console.error(`train: ${message}`);
@@ -41,6 +46,9 @@ function parse() {
       minutes: { type: 'string' },
       export: { type: 'string' },
       quiet: { type: 'boolean', default: false },
+      'evaluate-only': { type: 'boolean', default: false },
+      model: { type: 'string' },
+      json: { type: 'string' },
     },
     strict: true,
   });
@@ -76,6 +84,32 @@ try {
 } catch (e) {
   if (e instanceof ConfigError) fail(e.message);
   throw e;
+}
+
+if (values.model) config.model.path = values.model;
+if (values['evaluate-only']) {
+  const initial = await loadCheckpoint(directorySource(config.model.path), { requireTokenizer: true }).catch(
+    (e: Error) => fail(`cannot load the model at ${config.model.path}: ${e.message}`),
+  );
+  const gpu = await Gpu.create();
+  const trainer = await Trainer.create(gpu, config, initial);
+  const t0 = performance.now();
+  const r = await trainer.evaluate();
+  const seconds = (performance.now() - t0) / 1000;
+  console.log(
+    `${config.model.path} on ${config.name}'s held-out split (${r.n} questions, greedy): EM ${r.em.toFixed(3)} F1 ${r.f1.toFixed(3)} ` +
+      `format-valid ${r.formatValid.toFixed(3)} turns ${r.turns.toFixed(2)} tool calls ${r.toolCalls.toFixed(2)} (${seconds.toFixed(0)} s)`,
+  );
+  if (values.json) {
+    const { trajectories, ...summary } = r;
+    await writeFile(
+      values.json,
+      `${JSON.stringify({ model: config.model.path, config: config.name, ...summary, seconds }, null, 2)}\n`,
+    );
+  }
+  trainer.release();
+  gpu.destroy();
+  process.exit(0);
 }
 
 const outDir = values.out ?? join('runs', config.name);

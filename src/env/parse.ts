@@ -7,6 +7,11 @@
  *
  * It never throws: every problem becomes a message the model can read. A turn is well-formed when it has
  * no problems and is either a tool-call turn or an answer turn.
+ *
+ * Tags inside the JSON strings of a tool call are data, not markup: a search for "what does </tool_call>
+ * mean" or for a title containing <|im_end|> is one well-formed call. Tags are looked for in a masked
+ * copy of the turn where those string interiors are blanked (same offsets), and contents are cut from
+ * the original text.
  */
 import { isJsonObject } from './json.ts';
 import { stripNewlines, stripStopTokens } from './text.ts';
@@ -69,12 +74,13 @@ export function parseTurn(text: unknown, options: ParseOptions = {}): ParsedTurn
     result.errors.push('the response is empty');
     return result;
   }
-  if (cleaned.includes('<|im_start|>') || cleaned.includes('<|im_end|>')) {
+  const masked = maskToolCallStrings(cleaned);
+  if (masked.includes('<|im_start|>') || masked.includes('<|im_end|>')) {
     result.errors.push('the response contains chat control tokens (<|im_start|> or <|im_end|>)');
   }
 
-  splitThink(cleaned, result);
-  scanBlocks(result.body, result);
+  const bodyStart = splitThink(cleaned, masked, result);
+  scanBlocks(result.body, masked.slice(bodyStart), result);
 
   if (result.answer !== null && result.toolCalls.length > 0) {
     result.errors.push('a turn must either call tools or give the final <answer>, not both');
@@ -90,34 +96,88 @@ export function parseTurn(text: unknown, options: ParseOptions = {}): ParsedTurn
   return result;
 }
 
-/** Separates the reasoning the way Qwen3's template does (everything before the last `</think>`). */
-function splitThink(text: string, result: ParsedTurn): void {
-  const opens = countOccurrences(text, '<think>');
-  const closes = countOccurrences(text, '</think>');
+/**
+ * Separates the reasoning the way Qwen3's template does (everything before the last `</think>`), with
+ * tags found in `masked`; returns the offset where the body starts.
+ */
+function splitThink(text: string, masked: string, result: ParsedTurn): number {
+  const opens = countOccurrences(masked, '<think>');
+  const closes = countOccurrences(masked, '</think>');
   if (opens > 1 || closes > 1) result.errors.push('use at most one <think>…</think> block');
   if (closes === 0) {
     if (opens > 0) {
       result.errors.push('unclosed <think> tag: close your reasoning with </think>');
-      result.think = text.slice(text.indexOf('<think>') + '<think>'.length);
+      result.think = text.slice(masked.indexOf('<think>') + '<think>'.length);
       result.body = '';
-      return;
+      return text.length;
     }
     result.body = text;
-    return;
+    return 0;
   }
-  const end = text.lastIndexOf('</think>');
+  const end = masked.lastIndexOf('</think>');
+  const start = masked.slice(0, end).lastIndexOf('<think>');
   const before = text.slice(0, end);
-  const start = before.lastIndexOf('<think>');
   result.think = stripNewlines(start >= 0 ? before.slice(start + '<think>'.length) : before);
   // A bare </think> is fine: the <think> may have been part of the prompt.
   result.body = text.slice(end + '</think>'.length);
+  return end + '</think>'.length;
 }
 
-/** Finds `<tool_call>` and `<answer>` blocks; reports stray, nested, mismatched and unclosed tags. */
-function scanBlocks(body: string, result: ParsedTurn): void {
+/**
+ * `text` with the interior of every JSON string inside a closed `<tool_call>…</tool_call>` blanked
+ * (same length), so tags written as data inside arguments are not taken for markup. A block whose
+ * strings do not close, or that never closes outside a string, is left as is: the parser then reports
+ * it as the malformed block it is.
+ */
+function maskToolCallStrings(text: string): string {
+  const OPEN = '<tool_call>';
+  const CLOSE = '</tool_call>';
+  let out = '';
+  let copied = 0;
+  let pos = text.indexOf(OPEN);
+  while (pos !== -1) {
+    const spans: [number, number][] = [];
+    let inString = false;
+    let escaped = false;
+    let spanStart = 0;
+    let end = -1;
+    for (let i = pos + OPEN.length; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      if (inString) {
+        if (escaped) escaped = false;
+        else if (c === 0x5c) escaped = true;
+        else if (c === 0x22) {
+          inString = false;
+          spans.push([spanStart, i]);
+        } else if (c === 0x0a) break; // JSON strings hold no raw line break: this is no string
+        continue;
+      }
+      if (c === 0x22) {
+        inString = true;
+        spanStart = i + 1;
+      } else if (c === 0x3c && text.startsWith(CLOSE, i)) {
+        end = i;
+        break;
+      }
+    }
+    if (end === -1) {
+      pos = text.indexOf(OPEN, pos + OPEN.length);
+      continue;
+    }
+    for (const [a, b] of spans) {
+      out += text.slice(copied, a) + '_'.repeat(b - a);
+      copied = b;
+    }
+    pos = text.indexOf(OPEN, end + CLOSE.length);
+  }
+  return out + text.slice(copied);
+}
+
+/** Finds `<tool_call>` and `<answer>` blocks (tags located in `masked`); reports stray, nested, mismatched and unclosed tags. */
+function scanBlocks(body: string, masked: string, result: ParsedTurn): void {
   const answers: string[] = [];
   let open: { tag: string; contentStart: number } | null = null;
-  for (const match of body.matchAll(TAG)) {
+  for (const match of masked.matchAll(TAG)) {
     const closing = match[1] === '/';
     const tag = match[2];
     const index = match.index ?? 0;

@@ -5,7 +5,8 @@
  *   1. parses it (parse.ts): `<tool_call>` JSON blocks and the final `<answer>`;
  *   2. validates each call's arguments against the tool's JSON Schema and runs at most
  *      `maxCallsPerTurn` calls (default 1, as in Agent-R1);
- *   3. answers with `tool` messages plus the exact text Qwen's chat template renders for them;
+ *   3. answers with `tool` messages plus the exact text Qwen's chat template renders for them, also
+ *      as glue and data pieces (a tool result is data: its `<|im_end|>` is text, never a token);
  *   4. reports the process reward parts separately (gold retrieval, format penalty, call penalty);
  *   5. decides `done`: an answer, a turn with no tool call, the turn limit, the tool-call budget or the
  *      context budget. The step that ends the episode carries the outcome reward.
@@ -13,7 +14,7 @@
  * Malformed turns never throw: the model reads an `Error: …` observation and the turn is penalised.
  * Calling step() after the episode ended is a caller bug and does throw.
  */
-import { renderToolResponses } from './chat-format.ts';
+import { GENERATION_PROMPT, IM_END, IM_START, renderToolResponses } from './chat-format.ts';
 import { pythonJsonDumps, truncateText } from './json.ts';
 import { DEFAULT_MAX_ACTION_CHARS, type ParsedTurn, parseTurn } from './parse.ts';
 import { DEFAULT_SYSTEM_PROMPT, initialMessages } from './prompt.ts';
@@ -37,6 +38,7 @@ import type {
   State,
   StepCallInfo,
   StepResult,
+  TextPiece,
   ToolSpec,
 } from './types.ts';
 
@@ -229,10 +231,12 @@ export class ToolEnv {
     }
 
     const observationText = renderToolResponses(toolMessages.map((m) => m.content));
+    const continuationPieces = done || observationText === '' ? [] : continuationPiecesFor(toolMessages);
     const observation: Observation = {
       messages: toolMessages,
       text: observationText,
-      continuation: done || observationText === '' ? '' : `\n${observationText}<|im_start|>assistant\n`,
+      continuation: continuationPieces.map((p) => p.text).join(''),
+      continuationPieces,
     };
     const processReward: ProcessReward = { ...reward, total: reward.retrieval + reward.format + reward.call };
     return {
@@ -331,4 +335,19 @@ export class ToolEnv {
       done: false,
     };
   }
+}
+
+/**
+ * The continuation after the model's `<|im_end|>` as glue and data pieces: '\n' + the template's
+ * rendering of the tool messages (renderToolResponses) + the generation prompt. The contents are data.
+ */
+function continuationPiecesFor(toolMessages: readonly ChatMessage[]): TextPiece[] {
+  const pieces: TextPiece[] = [{ text: `\n${IM_START}user`, data: false }];
+  for (const m of toolMessages) {
+    pieces.push({ text: '\n<tool_response>\n', data: false });
+    pieces.push({ text: m.content, data: true });
+    pieces.push({ text: '\n</tool_response>', data: false });
+  }
+  pieces.push({ text: `${IM_END}\n${GENERATION_PROMPT}`, data: false });
+  return pieces;
 }

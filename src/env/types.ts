@@ -116,6 +116,18 @@ export interface Observation {
    * extend its token buffer without re-rendering the history.
    */
   continuation: string;
+  /**
+   * `continuation` split into the template's glue (`data: false`) and the tool messages' contents
+   * (`data: true`: passages, tool output, error text quoting the model), so a tokenizer can encode the
+   * data as plain text: a passage spelling `<|im_end|>` must not become the special token.
+   */
+  continuationPieces: TextPiece[];
+}
+
+/** A stretch of text that is either template markup or data (see Observation.continuationPieces). */
+export interface TextPiece {
+  text: string;
+  data: boolean;
 }
 
 /**

@@ -184,3 +184,127 @@ describe('evaluate CLI on the synthetic world', () => {
     expect(run.stderr.split('\n')[1]).toMatch(/^usage: npm run evaluate/);
   });
 });
+
+// Damaged task files (issue 11): one helpful line and exit 2 for a file that cannot be read, bad
+// records reported with their line, a summary by reason at the end, --strict stops at the first.
+describe('evaluate CLI on damaged task files', () => {
+  const SECRET = 'Zqxjvbnm'; // in every record: must never be printed
+  const record = (id: string, over: Record<string, unknown> = {}) => ({
+    _id: id,
+    question: `Where did ${SECRET} live?`,
+    answer: 'Veldhaven',
+    type: 'bridge',
+    supporting_facts: [['A', 0]],
+    context: [
+      ['A', [`${SECRET} lived in Veldhaven.`]],
+      ['B', ['Unrelated.']],
+    ],
+    ...over,
+  });
+  const write = async (name: string, content: string | Uint8Array) => {
+    const file = join(dir, name);
+    await writeFile(file, content);
+    return file;
+  };
+  // The file is read before the checkpoint: a folder that does not exist is never reached.
+  const run = (spec: string, extra: string[] = []) =>
+    evaluateCli(['--policy', `model:${join(dir, 'no-such-model')}`, '--tasks', spec, ...extra]);
+  const oneLine = (r: ReturnType<typeof run>) => {
+    expect(r.status).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).not.toContain(SECRET);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    return lines[0];
+  };
+
+  it('a truncated JSON file', async () => {
+    const text = JSON.stringify([record('a'), record('b')]);
+    const file = await write('trunc.json', text.slice(0, text.indexOf(SECRET, 100) + 2));
+    expect(oneLine(run(`hotpotqa:${file}`))).toMatch(
+      new RegExp(
+        `^evaluate: ${file}:1:\\d+: expected a closing '"', found end of file inside a string \\(the file looks truncated\\)$`,
+      ),
+    );
+  });
+
+  it('JSON lines given as a HotpotQA file, a JSON array as MuSiQue, a gzip file, a missing file', async () => {
+    const jsonl = await write('h.jsonl', `${JSON.stringify(record('a'))}\n${JSON.stringify(record('b'))}\n`);
+    expect(oneLine(run(`hotpotqa:${jsonl}`))).toBe(
+      `evaluate: ${jsonl}:2:1: expected end of file, found '{' (this looks like JSON lines (one record per line); hotpotqa:FILE takes one JSON array)`,
+    );
+    const array = await write('m.json', JSON.stringify([{ id: '2hop__a', question: SECRET }]));
+    expect(oneLine(run(`musique:${array}`))).toBe(
+      `evaluate: ${array}:1:1: expected a JSON object on each line, found '[' (this looks like a JSON array; musique:FILE takes JSON lines (one record per line))`,
+    );
+    const gz = await write('h.json.gz', new Uint8Array([0x1f, 0x8b, 0x08, 0x00, 0xff, 0x00]));
+    expect(oneLine(run(`hotpotqa:${gz}`))).toBe(
+      `evaluate: ${gz}:1:2: expected UTF-8 text, found byte 0x8b (this looks like a gzip file: decompress it first)`,
+    );
+    expect(oneLine(run(`2wiki:${join(dir, 'absent.json')}`))).toBe(
+      `evaluate: cannot read ${join(dir, 'absent.json')}: no such file`,
+    );
+  });
+
+  it('a BOM is accepted: the run gets past the file (and stops at the missing checkpoint)', async () => {
+    const file = await write('bom.json', `\uFEFF${JSON.stringify([record('a')])}`);
+    const r = run(`hotpotqa:${file}`);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/cannot load the checkpoint folder/);
+    expect(r.stderr).not.toContain(file);
+  });
+
+  it('bad records: each reported with its line; --strict stops at the first; all bad means no tasks', async () => {
+    const text = JSON.stringify(
+      [record('bad', { answer: '' }), record('fix', { supporting_facts: [['A', 99]] })],
+      null,
+      1,
+    );
+    const file = await write('records.json', text);
+    const lineOf = (id: string) => text.split('\n').findIndex((l) => l.includes(`"_id": "${id}"`));
+    const strict = run(`hotpotqa:${file}`, ['--strict']);
+    expect(oneLine(strict)).toBe(
+      `evaluate: ${file}:${lineOf('bad')}: record 1 (id "bad") skipped: missing answer (answer is "") (--strict stops at the first bad record)`,
+    );
+    const allBad = await write(
+      'all-bad.json',
+      JSON.stringify([record('x', { answer: '' }), record('y', { context: [] })]),
+    );
+    const r = run(`hotpotqa:${allBad}`);
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim().split('\n')).toEqual([
+      `${allBad}:1: record 1 (id "x") skipped: missing answer (answer is "")`,
+      `${allBad}:1: record 2 (id "y") skipped: missing context`,
+      `evaluate: no tasks to evaluate: ${allBad}: 0 task(s); skipped 2: missing answer ×1, missing context ×1`,
+    ]);
+  });
+
+  it('ends a real run with the summary of skips and repairs by reason', async () => {
+    const made = runCli('scripts/make-tiny-checkpoints.ts', [dir, 'tiny-qwen3']);
+    expect(made.status, made.stderr).toBe(0);
+    const text = JSON.stringify(
+      [record('fix', { supporting_facts: [['A', -1]] }), record('bad', { answer: '' }), record('ok')],
+      null,
+      1,
+    );
+    const file = await write('mixed.json', text);
+    const r = evaluateCli([
+      '--policy',
+      `naive-rag:model:${join(dir, 'tiny-qwen3')}`,
+      '--tasks',
+      `hotpotqa:${file}`,
+      '--max-new-tokens',
+      '2',
+    ]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).toContain(
+      `${file}:2: record 1 (id "fix") repaired: supporting fact ['A', -1] points outside`,
+    );
+    expect(r.stderr).toContain(`record 2 (id "bad") skipped: missing answer`);
+    expect(r.stdout).toContain(', 2 questions,');
+    expect(r.stdout.trim().split('\n').at(-1)).toBe(
+      `${file}: 2 task(s); skipped 1: missing answer ×1; repaired 1: supporting fact out of range ×1`,
+    );
+    expect(r.stdout).not.toContain(SECRET);
+  });
+});

@@ -59,7 +59,7 @@ describe('HotpotQA loader', () => {
       'text',
       hotpotRecord({ _id: '' }),
       hotpotRecord({ question: '' }),
-      hotpotRecord({ answer: 7 }),
+      hotpotRecord({ answer: ['demon'] }),
       hotpotRecord({ context: [] }),
       hotpotRecord({ context: [['T', 'not a list']] }),
       hotpotRecord({ context: [['T', ['ok', 3]]] }),
@@ -77,7 +77,7 @@ describe('HotpotQA loader', () => {
       'record is not an object',
       'missing _id',
       'missing question',
-      'missing answer',
+      'missing answer (answer is ["demon"])',
       'missing context',
       'context entry is not [title, sentences]',
       "context 'T' has a non-string sentence",
@@ -145,7 +145,8 @@ describe('2WikiMultihopQA loader', () => {
     const { passages, skipped, problems } = loadPassagesJsonl(text);
     expect(passages).toEqual([{ id: passageId('A', 'alpha'), title: 'A', text: 'alpha' }]);
     expect(skipped).toBe(2);
-    expect(problems[0]).toMatchObject({ index: 3 });
+    expect(problems[0]).toMatchObject({ line: 3, kind: 'invalid JSON', action: 'skipped' });
+    expect(problems[1]).toMatchObject({ line: 4, reason: 'passage is not {title, text}' });
   });
 });
 
@@ -207,7 +208,13 @@ describe('schema helpers', () => {
   it('parseJsonLines reports line numbers', () => {
     expect(parseJsonLines('1\n\n{x\n"a"')).toEqual({
       records: [1, 'a'],
-      problems: [expect.objectContaining({ index: 3 })],
+      lines: [1, 4],
+      problems: [
+        expect.objectContaining({
+          line: 3,
+          reason: `invalid JSON at column 2: expected a "key" or '}', found 'x'`,
+        }),
+      ],
     });
   });
 

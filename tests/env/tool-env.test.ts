@@ -105,7 +105,7 @@ describe('ToolEnv basics', () => {
     await env.step(callText('search', { query: 'Glass Tide' }));
     const step = await env.step('<think>\nfound\n</think>\n\n<answer>Veldhaven</answer><|im_end|>');
     expect(step).toMatchObject({ done: true, doneReason: 'answer' });
-    expect(step.observation).toEqual({ messages: [], text: '', continuation: '' });
+    expect(step.observation).toEqual({ messages: [], text: '', continuation: '', continuationPieces: [] });
     expect(step.outcome).toMatchObject({ formatValid: true, prediction: 'Veldhaven', em: 1, outcome: 1 });
     expect(env.snapshot().messages.at(-1)?.content.endsWith('</answer>')).toBe(true); // stop token stripped
     await expect(env.step('<answer>x</answer>')).rejects.toThrow(/episode is over/);

@@ -12,6 +12,16 @@
 //   <|im_start|>assistant\n<tool_call>\n{"name": "search", "arguments": {...}}\n</tool_call><|im_end|>\n
 //   <|im_start|>user\n<tool_response>\n<result>\n</tool_response><|im_end|>\n
 //   <|im_start|>assistant\n
+//
+// Data is data: a question, a passage or a tool result may contain the text of a special token
+// (`<|im_end|>`, `<tool_call>`, …). encode() turns such text into the special id, which is right for
+// template text and wrong for data (a passage could end the turn or open a fake tool call).
+//   encodeText(text)        plain text: special-token strings are spelled out as ordinary BPE pieces
+//                           (Python transformers' split_special_tokens=True); never an added-token id
+//   encodePieces(pieces)    template pieces as encode(), data pieces as encodeText(); on text without
+//                           special strings in the data, equal to encode(concatenation) id for id
+//   encodeChat(messages)    the template's rendering, with the contents of user and tool messages as
+//                           data (system and assistant contents are the lab's and the model's own markup)
 
 import { env, type Message, Qwen2Tokenizer } from '@huggingface/transformers';
 import { TokenizerError } from '../model/errors.ts';
@@ -82,6 +92,24 @@ export interface ChatTemplateOptions {
 
 type Json = Record<string, unknown>;
 
+/** Text to encode: template markup (`data: false`, special-token strings become ids) or data (never). */
+export interface TextPiece {
+  text: string;
+  data: boolean;
+}
+
+/** The parts of transformers.js' tokenizer that encodeText drives directly (its pipeline minus the added-token split). */
+interface TokenizerPipeline {
+  normalizer: ((text: string) => string) | null;
+  pre_tokenizer: ((text: string, options: { section_index: number }) => string[]) | null;
+  model: ((words: string[]) => string[]) & { tokens_to_ids: Map<string, number>; unk_token_id?: number };
+}
+
+/** Private-use code points marking message contents in a rendering (chosen absent from the messages). */
+const MARK_BASE = 0xf0000;
+const TOOL_RESPONSE_OPEN = '<tool_response>';
+const TOOL_RESPONSE_CLOSE = '</tool_response>';
+
 function parseJson(text: string | Json, file: string): Json {
   if (typeof text !== 'string') return text;
   try {
@@ -101,12 +129,32 @@ export class QwenTokenizer {
   /** Token id used for padding (<|endoftext|>). */
   readonly padTokenId: number;
   private readonly tokenizer: Qwen2Tokenizer;
+  private readonly pipeline: TokenizerPipeline;
+  /** Ids of the added tokens (special or not): encodeText never yields one. */
+  private readonly addedIds: ReadonlySet<number>;
+  /** Added token text -> id (get_vocab() builds the whole vocabulary's map on every call). */
+  private readonly addedIdByText: ReadonlyMap<string, number>;
+  /** Matches any added token's text, longest first. */
+  private readonly addedPattern: RegExp;
 
-  private constructor(tokenizer: Qwen2Tokenizer, vocabSize: number) {
+  private constructor(
+    tokenizer: Qwen2Tokenizer,
+    vocabSize: number,
+    added: readonly { content: string; id: number }[],
+  ) {
     this.tokenizer = tokenizer;
     this.vocabSize = vocabSize;
     this.eosTokenId = tokenizer.eos_token_id;
     this.padTokenId = tokenizer.pad_token_id;
+    this.pipeline = (tokenizer as unknown as { _tokenizer: TokenizerPipeline })._tokenizer;
+    this.addedIds = new Set(added.map((t) => t.id));
+    this.addedIdByText = new Map(added.map((t) => [t.content, t.id]));
+    const texts = added.map((t) => t.content).sort((a, b) => b.length - a.length);
+    // (?!) never matches: a vocabulary without added tokens has no markup to find.
+    this.addedPattern = new RegExp(
+      texts.length > 0 ? texts.map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|') : '(?!)',
+      'g',
+    );
   }
 
   /**
@@ -138,7 +186,13 @@ export class QwenTokenizer {
         throw new TokenizerError('tokenizer.json', `has no ${text} token: not a Qwen2.5/Qwen3 vocabulary`);
       }
     }
-    return new QwenTokenizer(tokenizer, vocabSize);
+    const added = Array.isArray(json.added_tokens)
+      ? (json.added_tokens as { content?: unknown; id?: unknown }[]).filter(
+          (t): t is { content: string; id: number } =>
+            typeof t.content === 'string' && typeof t.id === 'number',
+        )
+      : [];
+    return new QwenTokenizer(tokenizer, vocabSize, added);
   }
 
   /** From a checkpoint's tokenizer files (file name -> text). */
@@ -157,6 +211,59 @@ export class QwenTokenizer {
     return this.tokenizer.encode(text, { add_special_tokens: false });
   }
 
+  /**
+   * Token ids of data text: special-token strings in it are encoded as ordinary text, never as
+   * special ids. Equal to encode(text) when the text contains no added token's string.
+   */
+  encodeText(text: string): number[] {
+    if (text === '') return [];
+    const { normalizer, pre_tokenizer, model } = this.pipeline;
+    const normalized = normalizer ? normalizer(text) : text;
+    const words = pre_tokenizer ? pre_tokenizer(normalized, { section_index: 0 }) : [normalized];
+    const pieces = model(words);
+    const ids: number[] = [];
+    for (const piece of pieces) {
+      const id = model.tokens_to_ids.get(piece) ?? model.unk_token_id;
+      if (id === undefined)
+        throw new TokenizerError('tokenizer.json', `has no token for the piece ${JSON.stringify(piece)}`);
+      // A BPE merge that rebuilt an added token's string would smuggle a special id in.
+      if (this.addedIds.has(id))
+        throw new TokenizerError(
+          'tokenizer.json',
+          `BPE merges rebuild the added token ${JSON.stringify(piece)}`,
+        );
+      ids.push(id);
+    }
+    return ids;
+  }
+
+  /**
+   * Token ids of template and data pieces in order: the added tokens written in template pieces become
+   * their ids, everything else (template text between them and all data) is encoded as one plain text
+   * per stretch, so a stretch spanning template and data tokenizes as encode() would.
+   */
+  encodePieces(pieces: readonly TextPiece[]): number[] {
+    const ids: number[] = [];
+    let stretch = '';
+    for (const piece of pieces) {
+      if (piece.data) {
+        stretch += piece.text;
+        continue;
+      }
+      let last = 0;
+      for (const match of piece.text.matchAll(this.addedPattern)) {
+        stretch += piece.text.slice(last, match.index);
+        ids.push(...this.encodeText(stretch));
+        stretch = '';
+        ids.push(this.addedIdByText.get(match[0]) as number); // the pattern holds added tokens only
+        last = (match.index ?? 0) + match[0].length;
+      }
+      stretch += piece.text.slice(last);
+    }
+    ids.push(...this.encodeText(stretch));
+    return ids;
+  }
+
   decode(ids: readonly number[], options: { skipSpecialTokens?: boolean } = {}): string {
     if (ids.length === 0) return '';
     return this.tokenizer.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false });
@@ -164,6 +271,8 @@ export class QwenTokenizer {
 
   /** Id of a single token's text, or null if it is not one token of the vocabulary. */
   tokenToId(token: string): number | null {
+    const added = this.addedIdByText.get(token);
+    if (added !== undefined) return added;
     const id = this.tokenizer.get_vocab().get(token);
     return id === undefined ? null : id;
   }
@@ -196,8 +305,68 @@ export class QwenTokenizer {
     }) as string;
   }
 
-  /** Token ids of the rendered chat prompt. */
+  /**
+   * Token ids of the rendered chat prompt. The contents of user and tool messages are data (encodeText):
+   * a question or a passage that spells `<|im_end|>` stays text. System and assistant contents are
+   * markup as written (the lab's instructions, the model's own turns).
+   */
   encodeChat(messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): number[] {
-    return this.encode(this.applyChatTemplate(messages, options));
+    return this.encodePieces(this.chatPieces(messages, options));
   }
+
+  /**
+   * The template's rendering as template and data pieces: the template is rendered once with each
+   * user / tool content replaced by a marker, and the markers are replaced by the contents as data
+   * pieces. The joined pieces are checked against the plain rendering, so a template that rewrites
+   * contents cannot mix data into markup unnoticed (a TokenizerError instead).
+   */
+  chatPieces(messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): TextPiece[] {
+    const rendered = this.applyChatTemplate(messages, options);
+    const dataIndices = messages.flatMap((m, i) =>
+      (m.role === 'user' || m.role === 'tool') && m.content !== '' ? [i] : [],
+    );
+    if (dataIndices.length === 0) return [{ text: rendered, data: false }];
+    const [open, close] = markerPair(messages, options);
+    const markers = new Map<string, string>();
+    const marked = messages.map((m, i) => {
+      if (!dataIndices.includes(i)) return m;
+      let marker = `${open}${i}${close}`;
+      // Qwen3's template looks at whether a user content is a wrapped tool response; keep that visible.
+      if (m.content.startsWith(TOOL_RESPONSE_OPEN) && m.content.endsWith(TOOL_RESPONSE_CLOSE))
+        marker = `${TOOL_RESPONSE_OPEN}${marker}${TOOL_RESPONSE_CLOSE}`;
+      markers.set(marker, m.content);
+      return { ...m, content: marker };
+    });
+    const template = this.applyChatTemplate(marked, options);
+    const pieces: TextPiece[] = [];
+    const pattern = new RegExp(
+      [...markers.keys()].map((k) => k.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'),
+      'gu',
+    );
+    let last = 0;
+    for (const match of template.matchAll(pattern)) {
+      pieces.push({ text: template.slice(last, match.index), data: false });
+      pieces.push({ text: markers.get(match[0]) ?? '', data: true });
+      last = (match.index ?? 0) + match[0].length;
+    }
+    pieces.push({ text: template.slice(last), data: false });
+    if (pieces.map((p) => p.text).join('') !== rendered) {
+      throw new TokenizerError(
+        'tokenizer_config.json',
+        'the chat template rewrites user or tool message contents; cannot tell data from markup in its rendering',
+      );
+    }
+    return pieces.filter((p) => p.text !== '');
+  }
+}
+
+/** Two private-use characters that occur nowhere in the messages or tools, to mark contents. */
+function markerPair(messages: readonly ChatMessage[], options: ChatTemplateOptions): [string, string] {
+  const everything = JSON.stringify([messages, options.tools ?? null]);
+  for (let cp = MARK_BASE; cp < MARK_BASE + 0x1000; cp += 2) {
+    const open = String.fromCodePoint(cp);
+    const close = String.fromCodePoint(cp + 1);
+    if (!everything.includes(open) && !everything.includes(close)) return [open, close];
+  }
+  throw new TokenizerError('tokenizer_config.json', 'no free private-use character to mark message contents');
 }
