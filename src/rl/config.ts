@@ -126,6 +126,8 @@ export interface TrainConfig {
     batchSize: number;
     /** Oracle traces to train on (from the train split). */
     traces: number;
+    /** Worlds the traces come from: the task's train split, then worlds of seeds task.seed + 1, ... */
+    worlds: number;
   };
   train: {
     steps: number;
@@ -189,7 +191,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
   critic: { lr: 1e-4, clipRangeValue: 0.5, maxGradNorm: 1, warmupSteps: 0 },
   reward: { processWeight: 0, klInRewardCoef: 0, klInRewardKind: 'k1', outcomeMetric: 'f1' },
   ablation: { lossMask: true, advantageMask: true },
-  sft: { lr: 2e-3, batchSize: 16, traces: 400 },
+  sft: { lr: 2e-3, batchSize: 16, traces: 400, worlds: 1 },
   train: {
     steps: 20,
     evalEvery: 10,
@@ -310,6 +312,7 @@ const CHECKS: Record<string, Check> = {
   'sft.lr': num(0),
   'sft.batchSize': int(1),
   'sft.traces': int(1),
+  'sft.worlds': int(1, 64),
   'train.steps': int(0),
   'train.evalEvery': int(0),
   'train.evalSize': int(0),

@@ -646,13 +646,37 @@ export class Trainer {
     hooks.onPhase?.('update', step);
     const t0 = performance.now();
     if (!this.sftTraces) {
-      this.sftTraces = await buildSftTraces({
-        tokenizer: this.tokenizer,
-        tasks: this.dataset.train.tasks.slice(0, c.sft.traces),
-        toolsFor: this.trainTools,
-        env: this.envOptions(),
-        oracle: createOraclePolicy({ style: TASK_PRESETS[c.task.preset].oracleStyle }),
-      });
+      // Traces from the train splits of `sft.worlds` worlds (task seeds seed, seed + 1, ...): with one
+      // world a small model memorises its names instead of learning to copy them from the question and
+      // the passages, and fails on the held-out world.
+      const t = c.task;
+      const perWorld = Math.ceil(c.sft.traces / c.sft.worlds);
+      const oracle = createOraclePolicy({ style: TASK_PRESETS[t.preset].oracleStyle });
+      const traces: SftTrace[] = [];
+      for (let w = 0; w < c.sft.worlds; w++) {
+        const world =
+          w === 0
+            ? this.dataset
+            : generateSyntheticDataset({
+                seed: t.seed + w,
+                trainSize: perWorld,
+                testSize: 1,
+                hops: t.hops,
+                ...(t.types.length > 0 ? { types: t.types as SyntheticQuestionType[] } : {}),
+              });
+        const tools =
+          w === 0 ? this.trainTools : pooledSearchTools(world.train.corpus, TASK_PRESETS[t.preset].search);
+        traces.push(
+          ...(await buildSftTraces({
+            tokenizer: this.tokenizer,
+            tasks: world.train.tasks.slice(0, perWorld),
+            toolsFor: tools,
+            env: this.envOptions(),
+            oracle,
+          })),
+        );
+      }
+      this.sftTraces = traces;
     }
     const traces = this.sftTraces;
     const picked: SftTrace[] = [];
