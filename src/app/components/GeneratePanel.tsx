@@ -23,7 +23,7 @@ export function GeneratePanel() {
     <section className="panel wide" data-testid="generate-panel">
       <h2>Generate</h2>
       {!model ? <p className="muted">Load a model first.</p> : null}
-      {model?.tokenizer ? (
+      {model?.hasTokenizer ? (
         <div className="messages">
           <label>
             system
@@ -54,7 +54,7 @@ export function GeneratePanel() {
           </label>
         </div>
       ) : null}
-      {model && !model.tokenizer ? (
+      {model && !model.hasTokenizer ? (
         <div className="messages">
           <p className="muted">
             {model.name} has no tokenizer: its prompt is token ids (0–{model.config.vocabSize - 1}) and it

@@ -1,7 +1,7 @@
 import { type DragEvent, useEffect, useState } from 'react';
 import { formatBytes } from '../../gpu/errors.ts';
 import { droppedFiles } from '../browser-files.ts';
-import { type LoadedModel, useLab, type WeightsDtype } from '../store.ts';
+import { type ModelInfo, useLab, type WeightsDtype } from '../store.ts';
 
 export function ModelPanel() {
   const catalog = useLab((s) => s.catalog);
@@ -27,7 +27,8 @@ export function ModelPanel() {
   useEffect(() => {
     void fetchCatalog();
   }, [fetchCatalog]);
-  const selected = bundled || catalog?.[0]?.name || '';
+  // The lab's own model first: it is the one the Task, Rollout and Train screens are tuned for.
+  const selected = bundled || catalog?.find((m) => m.name === 'qwen-tiny')?.name || catalog?.[0]?.name || '';
   const entry = catalog?.find((m) => m.name === selected);
   const busy = loading !== null || generating || exporting;
 
@@ -176,7 +177,7 @@ export function ModelPanel() {
           {model ? <p className="muted">Still loaded: {model.label}.</p> : null}
         </div>
       ) : null}
-      {model ? <ModelInfo model={model} /> : null}
+      {model ? <ModelDetails model={model} /> : null}
       {!model && !loading ? <p className="muted">No model loaded yet.</p> : null}
     </section>
   );
@@ -207,9 +208,9 @@ function LoadProgress() {
   );
 }
 
-function ModelInfo({ model }: { model: LoadedModel }) {
+function ModelDetails({ model }: { model: ModelInfo }) {
   const c = model.config;
-  const gpuLive = useLab((s) => s.gpu?.stats.liveBytes ?? 0);
+  const gpuLive = useLab((s) => s.gpuLiveBytes);
   const download = useLab((s) => s.download);
   const downloadWeights = useLab((s) => s.downloadWeights);
   const [dtype, setDtype] = useState<WeightsDtype>('as-loaded');
@@ -252,6 +253,14 @@ function ModelInfo({ model }: { model: LoadedModel }) {
         <dd>
           {formatBytes(model.gpuBytes)} of f32 weights; {formatBytes(gpuLive)} live on the device
         </dd>
+        <dt>to train it</dt>
+        <dd
+          data-testid="model-train-memory"
+          title="policy, frozen reference, gradients and AdamW's two moments in f32"
+        >
+          about {formatBytes(model.trainBytesEstimate)} for weights, reference, gradients and optimizer state,
+          plus activations (they grow with episodes per step × episode length)
+        </dd>
         <dt>largest binding</dt>
         <dd>
           {model.fit.largest.name} {formatBytes(model.fit.largest.bytes)}; LM head in {model.fit.vocabChunks}{' '}
@@ -260,7 +269,7 @@ function ModelInfo({ model }: { model: LoadedModel }) {
         <dt>files</dt>
         <dd>
           {model.weightFiles.join(', ')}
-          {model.tokenizerFiles.size > 0 ? `, ${[...model.tokenizerFiles.keys()].join(', ')}` : ''} —{' '}
+          {model.tokenizerFileNames.length > 0 ? `, ${model.tokenizerFileNames.join(', ')}` : ''} —{' '}
           {formatBytes(model.bytesRead)} read
         </dd>
       </dl>
