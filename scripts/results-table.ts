@@ -10,6 +10,11 @@ interface Line {
   [key: string]: number | string;
 }
 
+function fail(message: string): never {
+  console.error(`results: ${message}`);
+  process.exit(2);
+}
+
 function readRun(dir: string): {
   name: string;
   algorithm: string;
@@ -30,8 +35,7 @@ function readRun(dir: string): {
       try {
         return JSON.parse(l) as Line;
       } catch {
-        console.error(`results: ${dir}/metrics.jsonl:${i + 1} is not JSON`);
-        process.exit(2);
+        return fail(`${dir}/metrics.jsonl:${i + 1} is not JSON`);
       }
     });
   const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;

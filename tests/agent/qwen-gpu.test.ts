@@ -315,8 +315,14 @@ describe('QwenGpuModel compact LM head', () => {
       const model = new QwenGpuModel(gpu, config, weights);
       const fwd = model.forward(batch, targets, mask);
       expect(fwd.compact !== null).toBe(mask === sparse);
-      const gLp = gpu.upload(Float32Array.from(g, (x, i) => (sparse[i] ? x : 0)), [N]);
-      const gEnt = gpu.upload(Float32Array.from(g, (x, i) => (sparse[i] ? 0.5 * x : 0)), [N]);
+      const gLp = gpu.upload(
+        Float32Array.from(g, (x, i) => (sparse[i] ? x : 0)),
+        [N],
+      );
+      const gEnt = gpu.upload(
+        Float32Array.from(g, (x, i) => (sparse[i] ? 0.5 * x : 0)),
+        [N],
+      );
       model.backward(fwd, gLp, gEnt);
       const [lp, ent] = await gpu.readMany([fwd.head.logprob, fwd.head.entropy]);
       const grads = new Map<string, Float32Array>();
@@ -337,7 +343,8 @@ describe('QwenGpuModel compact LM head', () => {
       expect(Math.abs(a.lp[i] - b.lp[i])).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(b.lp[i])));
       expect(Math.abs(a.ent[i] - b.ent[i])).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(b.ent[i])));
     }
-    for (const [name, ga] of a.grads) expect(normError(ga, b.grads.get(name)!), name).toBeLessThanOrEqual(1e-5);
+    for (const [name, ga] of a.grads)
+      expect(normError(ga, b.grads.get(name)!), name).toBeLessThanOrEqual(1e-5);
   });
 });
 

@@ -484,8 +484,15 @@ export class QwenGpuModel {
       const rowIds = Uint32Array.from(rows);
       const rowsT = gpu.upload(rowIds, [rows.length], 'u32', 'head.rows');
       const hActive = embedding(gpu, trunk.hFinal, rowsT, { label: 'head.h' });
-      const targetsT = gpu.upload(Uint32Array.from(rows, (i) => targets[i]), [rows.length], 'u32', 'targets');
-      const compactHead = tokenLogprob(gpu, hActive, this.lmHead, targetsT, { temperature: options.temperature });
+      const targetsT = gpu.upload(
+        Uint32Array.from(rows, (i) => targets[i]),
+        [rows.length],
+        'u32',
+        'targets',
+      );
+      const compactHead = tokenLogprob(gpu, hActive, this.lmHead, targetsT, {
+        temperature: options.temperature,
+      });
       const expand = (t: Tensor, label: string) => scatterRows(gpu, t, rowIds, N, label);
       const head: TokenLogprobResult = {
         ...compactHead,
@@ -539,7 +546,11 @@ export class QwenGpuModel {
   backward(fwd: ForwardActivations, gLogprob: Tensor | null, gEntropy: Tensor | null = null): void {
     const gpu = this.gpu;
     const headName = this.lmHeadName;
-    const headOptions = { dW: this.grad(headName), accumulateDw: true, computeDw: !this.frozen.has(headName) };
+    const headOptions = {
+      dW: this.grad(headName),
+      accumulateDw: true,
+      computeDw: !this.frozen.has(headName),
+    };
     if (fwd.compact) {
       // Gather the active rows' gradients, back through the head on those rows, scatter dh.
       const { rows, rowsT, h, head } = fwd.compact;
