@@ -9,7 +9,7 @@
 // On resume, metrics.jsonl is cut back to the restored step, so the file of a resumed run equals that
 // of an uninterrupted one (timing fields aside).
 
-import { trajectoryToJSON } from './rollout.ts';
+import { type Trajectory, trajectoryToJSON } from './rollout.ts';
 import { type RunStorage, readText } from './storage.ts';
 import type { StepMetrics, Trainer, TrainerHooks } from './trainer.ts';
 
@@ -46,29 +46,34 @@ async function logLine(storage: RunStorage, line: StepMetrics, hooks: RunHooks):
   hooks.onMetrics?.(line);
 }
 
+/** Evaluates the trainer's policy on the held-out split: the metrics line and the trajectories. */
+export async function evaluationLine(
+  trainer: Trainer,
+): Promise<{ line: StepMetrics; trajectories: Trajectory[] }> {
+  const t0 = performance.now();
+  const r = await trainer.evaluate();
+  const line: StepMetrics = {
+    step: trainer.step,
+    'eval/em': r.em,
+    'eval/f1': r.f1,
+    'eval/reward': r.reward,
+    'eval/turns': r.turns,
+    'eval/tool_calls': r.toolCalls,
+    'eval/format_valid': r.formatValid,
+    'eval/n': r.n,
+    'time/eval_s': (performance.now() - t0) / 1000,
+  };
+  return { line, trajectories: r.trajectories };
+}
+
 async function evaluateLine(trainer: Trainer, storage: RunStorage, hooks: RunHooks): Promise<void> {
   if (trainer.config.train.evalSize === 0) return;
   hooks.onPhase?.('evaluate', trainer.step);
-  const t0 = performance.now();
-  const r = await trainer.evaluate();
-  await logLine(
-    storage,
-    {
-      step: trainer.step,
-      'eval/em': r.em,
-      'eval/f1': r.f1,
-      'eval/reward': r.reward,
-      'eval/turns': r.turns,
-      'eval/tool_calls': r.toolCalls,
-      'eval/format_valid': r.formatValid,
-      'eval/n': r.n,
-      'time/eval_s': (performance.now() - t0) / 1000,
-    },
-    hooks,
-  );
+  const { line, trajectories } = await evaluationLine(trainer);
+  await logLine(storage, line, hooks);
   await storage.write(
     `samples/eval-step-${String(trainer.step).padStart(6, '0')}.json`,
-    JSON.stringify(r.trajectories.slice(0, 8).map(trajectoryToJSON)),
+    JSON.stringify(trajectories.slice(0, 8).map(trajectoryToJSON)),
   );
 }
 

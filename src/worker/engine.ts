@@ -51,7 +51,7 @@ import {
   trajectoryFromJSON,
   trajectoryToJSON,
 } from '../rl/rollout.ts';
-import { METRICS_FILE, truncateMetrics } from '../rl/run.ts';
+import { evaluationLine, METRICS_FILE, truncateMetrics } from '../rl/run.ts';
 import { type RunStorage, readText } from '../rl/storage.ts';
 import { type StepMetrics, Trainer, type TrainerPhase, type UpdateArrays } from '../rl/trainer.ts';
 import {
@@ -971,19 +971,7 @@ export class LabEngine implements EngineApi {
     t.phase = 'evaluate';
     t.phaseProgress = 0;
     this.pushState();
-    const t0 = performance.now();
-    const r = await this.gpuTurn(() => trainer.evaluate());
-    const line: StepMetrics = {
-      step: trainer.step,
-      'eval/em': r.em,
-      'eval/f1': r.f1,
-      'eval/reward': r.reward,
-      'eval/turns': r.turns,
-      'eval/tool_calls': r.toolCalls,
-      'eval/format_valid': r.formatValid,
-      'eval/n': r.n,
-      'time/eval_s': (performance.now() - t0) / 1000,
-    };
+    const { line } = await this.gpuTurn(() => evaluationLine(trainer));
     await t.storage.append(METRICS_FILE, `${JSON.stringify(line)}\n`);
     this.emit({ type: 'train-metrics', runId: t.runId, line });
   }
