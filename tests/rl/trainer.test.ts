@@ -49,7 +49,9 @@ describe('trainer', () => {
   }
 
   it('first update from the reference: ratio 1, PPO-KL 0, KL to reference 0, mismatch KL ≈ 0', async () => {
-    const t = await make(microConfig());
+    // A small entropy bonus guarantees the first update moves the weights even when every group's
+    // rewards are equal (zero advantages), so the second step's KL to the reference must be > 0.
+    const t = await make(microConfig((c) => (c.actor.entropyCoef = 0.01)));
     const m = await t.trainStep();
     expect(m['actor/kl_ref_k1']).toBe(0);
     expect(m['actor/kl_ref_k3']).toBe(0);
@@ -112,8 +114,9 @@ describe('trainer', () => {
     expect((await t.trainStep())['train/skipped_updates']).toBe(0);
   });
 
-  it('a resumed run gives the same metrics as an uninterrupted one', async () => {
-    for (const algorithm of ['grpo', 'ppo'] as const) {
+  it.each(['grpo', 'ppo'] as const)(
+    '%s: a resumed run gives the same metrics as an uninterrupted one',
+    async (algorithm) => {
       const config = microConfig((c) => {
         c.algorithm.name = algorithm;
       });
@@ -129,9 +132,10 @@ describe('trainer', () => {
       expect(resumed.step).toBe(1);
       const b2 = await resumed.trainStep();
       expect(timeless(b1)).toEqual(timeless(a1));
-      expect(timeless(b2), algorithm).toEqual(timeless(a2));
-    }
-  });
+      expect(timeless(b2)).toEqual(timeless(a2));
+    },
+    400_000,
+  );
 
   it('SFT traces: exact tokens, policy mask on the oracle turns, decoding = the template rendering', async () => {
     const t = await make(microConfig((c) => (c.algorithm.name = 'sft')));
