@@ -1,7 +1,7 @@
 // npm run evaluate -- --policy <oracle|naive-rag|naive-rag:model:DIR|model:DIR>
 //                     --tasks <synthetic|hotpotqa:FILE|2wiki:FILE|musique:FILE> [--split train|test] [--limit N]
 //                     [--corpus pooled|question] [--preset default|compact] [--temperature T]
-//                     [--max-new-tokens N] [--seed S] [--json FILE [--episodes]] [--strict]
+//                     [--max-new-tokens N] [--seed S] [--hops 2,3,4] [--json FILE [--episodes]] [--strict]
 // Plays a policy on a task set through the ToolEnv and prints EM, F1, substring EM, mean turns and tool
 // calls, the format-error rate and the per-type breakdown.
 //   model:DIR            Base Tool Call: a Qwen checkpoint folder on the GPU, the search tool offered
@@ -50,7 +50,7 @@ import { Gpu } from '../src/gpu/runtime.ts';
 const USAGE =
   'usage: npm run evaluate -- --policy <oracle|naive-rag|naive-rag:model:DIR|model:DIR> ' +
   '--tasks <synthetic|hotpotqa:FILE|2wiki:FILE|musique:FILE> [--split train|test] [--limit N] ' +
-  '[--corpus pooled|question] [--preset default|compact] [--temperature T] [--max-new-tokens N] [--seed S] ' +
+  '[--corpus pooled|question] [--preset default|compact] [--temperature T] [--max-new-tokens N] [--seed S] [--hops 2,3,4] ' +
   '[--json FILE [--episodes]] [--strict]';
 
 /** A bad command line: the problem, then the usage. */
@@ -80,6 +80,7 @@ function parseCommandLine() {
         preset: { type: 'string', default: 'default' },
         temperature: { type: 'string', default: '0' },
         seed: { type: 'string', default: '1' },
+        hops: { type: 'string', default: '2,3,4' },
         'max-new-tokens': { type: 'string', default: '256' },
         json: { type: 'string' },
         episodes: { type: 'boolean', default: false },
@@ -105,6 +106,9 @@ if (!Number.isSafeInteger(seed)) fail(`--seed must be an integer, got ${values.s
 const temperature = Number(values.temperature);
 if (!(temperature >= 0 && Number.isFinite(temperature)))
   fail(`--temperature must be a number ≥ 0 (0 = greedy), got ${values.temperature}`);
+const hops = (values.hops ?? '2,3,4').split(',').map((h) => Number(h.trim()));
+if (hops.length === 0 || hops.some((h) => !(h === 2 || h === 3 || h === 4)))
+  fail(`--hops takes gold-passage counts among 2, 3, 4 (e.g. 2 or 2,3), got ${values.hops}`);
 const maxNewTokens = Number(values['max-new-tokens']);
 if (!(Number.isSafeInteger(maxNewTokens) && maxNewTokens > 0))
   fail(`--max-new-tokens must be a positive integer, got ${values['max-new-tokens']}`);
@@ -156,7 +160,8 @@ if (scripted && taskSet.kind !== 'synthetic') {
  */
 async function loadTasks(): Promise<{ tasks: QaTask[]; corpus?: Passage[]; summary?: string | null }> {
   if (taskSet.kind === 'synthetic') {
-    const dataset = generateSyntheticDataset({ seed });
+    // The same world and split as a training config with task.seed = --seed and task.hops = --hops.
+    const dataset = generateSyntheticDataset({ seed, hops });
     return { tasks: dataset[split].tasks, corpus: dataset[split].corpus };
   }
   const { kind, file } = taskSet;
