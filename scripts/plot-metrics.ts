@@ -202,6 +202,8 @@ export function renderMetricsSvg(runs: readonly MetricsRun[], options: PlotOptio
   const parts: string[] = [
     '<?xml version="1.0" encoding="UTF-8"?>',
     `<svg xmlns="http://www.w3.org/2000/svg" width="${o.width}" height="${height}" viewBox="0 0 ${o.width} ${height}" font-family="sans-serif" font-size="12">`,
+    // An accessible name for the chart (screen readers; biome's a11y rule for SVG files).
+    `<title>${escapeXml(o.title || `${o.keys.join(', ')} by ${o.x}`)}</title>`,
     `<rect x="0" y="0" width="${o.width}" height="${height}" fill="white"/>`,
   ];
   if (o.title)
