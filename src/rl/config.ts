@@ -128,6 +128,12 @@ export interface TrainConfig {
     traces: number;
     /** Worlds the traces come from: the task's train split, then worlds of seeds task.seed + 1, ... */
     worlds: number;
+    /**
+     * Weight of the cross-entropy on the environment's tokens (tool responses and the template's glue),
+     * the policy's tokens weighing 1. 0 = imitation only. Above 0 the warm start is also a language
+     * model of the passages, whose names repeat the query's: more tokens that teach copying.
+     */
+    contextWeight: number;
   };
   train: {
     steps: number;
@@ -191,7 +197,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
   critic: { lr: 1e-4, clipRangeValue: 0.5, maxGradNorm: 1, warmupSteps: 0 },
   reward: { processWeight: 0, klInRewardCoef: 0, klInRewardKind: 'k1', outcomeMetric: 'f1' },
   ablation: { lossMask: true, advantageMask: true },
-  sft: { lr: 2e-3, batchSize: 16, traces: 400, worlds: 1 },
+  sft: { lr: 2e-3, batchSize: 16, traces: 400, worlds: 1, contextWeight: 0 },
   train: {
     steps: 20,
     evalEvery: 10,
@@ -313,6 +319,7 @@ const CHECKS: Record<string, Check> = {
   'sft.batchSize': int(1),
   'sft.traces': int(1),
   'sft.worlds': int(1, 64),
+  'sft.contextWeight': num(0, 1),
   'train.steps': int(0),
   'train.evalEvery': int(0),
   'train.evalSize': int(0),

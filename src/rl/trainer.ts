@@ -687,12 +687,15 @@ export class Trainer {
       const order = createRng(hash32(`${c.seed}:sft:${epoch}`)).shuffle(traces.map((_, i) => i));
       picked.push(traces[order[flat % traces.length]]);
     }
-    const batch = buildTrainingBatch(picked, {});
+    // lossMask false marks every response position (policy and environment); policyMask the policy's.
+    const batch = buildTrainingBatch(picked, { lossMask: false });
     const N = batch.B * batch.T;
-    const maskU32 = Uint32Array.from(batch.lossMask, (m) => (m > 0 ? 1 : 0));
-    const count = maskU32.reduce((s, m) => s + m, 0);
+    const wCtx = c.sft.contextWeight;
+    const weight = Float32Array.from(batch.lossMask, (m, i) => (batch.policyMask[i] > 0 ? 1 : m > 0 ? wCtx : 0));
+    const maskU32 = Uint32Array.from(weight, (w) => (w > 0 ? 1 : 0));
+    const totalWeight = weight.reduce((s, w) => s + w, 0);
     const g = gpu.upload(
-      Float32Array.from(batch.lossMask, (m) => (m > 0 ? -1 / count : 0)),
+      Float32Array.from(weight, (w) => -w / totalWeight),
       [N],
       'f32',
       'sft.gLogprob',
@@ -705,13 +708,22 @@ export class Trainer {
     const [lp, info] = await Promise.all([gpu.readF32(fwd.head.logprob), readGradNorm(gpu, norm)]);
     fwd.release();
     g.release();
+    // sft/loss stays the policy tokens' mean NLL whatever contextWeight is, so runs compare.
     let nll = 0;
     let correct = 0;
-    for (let i = 0; i < N; i++)
-      if (maskU32[i]) {
+    let count = 0;
+    let ctxNll = 0;
+    let ctxCount = 0;
+    for (let i = 0; i < N; i++) {
+      if (batch.policyMask[i] > 0) {
         nll -= lp[i];
+        count++;
         if (lp[i] > Math.log(0.5)) correct++;
+      } else if (maskU32[i]) {
+        ctxNll -= lp[i];
+        ctxCount++;
       }
+    }
     const loss = nll / count;
     let skipped = 0;
     if (!Number.isFinite(loss) || info.nonFinite) {
@@ -729,6 +741,7 @@ export class Trainer {
       'sft/loss': loss,
       'sft/p_gt_half': correct / count,
       'sft/tokens': count,
+      ...(ctxCount > 0 ? { 'sft/context_loss': ctxNll / ctxCount } : {}),
       'actor/grad_norm': info.norm,
       'actor/lr': this.lrAt(step, c.sft.lr),
       'train/skipped_updates': skipped,

@@ -164,6 +164,27 @@ describe('trainer', () => {
     expect(m1['train/skipped_updates']).toBe(0);
   });
 
+  it('SFT contextWeight: the environment tokens join the loss; the policy-token loss is reported alike', async () => {
+    const policyOnly = await make(microConfig((c) => (c.algorithm.name = 'sft')));
+    const withContext = await make(
+      microConfig((c) => {
+        c.algorithm.name = 'sft';
+        c.sft.contextWeight = 0.5;
+      }),
+    );
+    const a = await policyOnly.trainStep();
+    const b = await withContext.trainStep();
+    // same traces, same weights before the update: the same policy-token loss
+    expect(b['sft/loss'] as number).toBeCloseTo(a['sft/loss'] as number, 5);
+    expect(a['sft/context_loss']).toBeUndefined();
+    expect(b['sft/context_loss'] as number).toBeGreaterThan(0);
+    // the gradient differs, so the updated weights do
+    const wa = await policyOnly.policy.exportWeights();
+    const wb = await withContext.policy.exportWeights();
+    const name = 'model.embed_tokens.weight';
+    expect(wb.get(name)!.data).not.toEqual(wa.get(name)!.data);
+  });
+
   it('a two-step GRPO run end to end: metrics, samples, checkpoints in HF layout, resume continues', async () => {
     const config = microConfig();
     const storage = memoryStorage();
