@@ -5,7 +5,7 @@
 import { createReadStream } from 'node:fs';
 import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { ModelSourceError } from './errors.ts';
 import type { ModelSource, ProgressCallback } from './sources.ts';
 
@@ -68,13 +68,17 @@ export function directorySource(dir: string): ModelSource {
   };
 }
 
-/** Write checkpoint files (e.g. saveCheckpoint's result) into `dir`, creating it if needed. */
+/** Write checkpoint files (e.g. saveCheckpoint's result) into `dir`, creating it and subfolders (onnx/) as needed. */
 export async function writeCheckpointFiles(
   dir: string,
   files: ReadonlyMap<string, Uint8Array | string>,
 ): Promise<void> {
   await mkdir(dir, { recursive: true });
-  for (const [name, content] of files) await writeFile(join(dir, name), content);
+  for (const [name, content] of files) {
+    const path = join(dir, name);
+    await mkdir(dirname(path), { recursive: true });
+    await writeFile(path, content);
+  }
 }
 
 /**
