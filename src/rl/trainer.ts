@@ -691,7 +691,9 @@ export class Trainer {
     const batch = buildTrainingBatch(picked, { lossMask: false });
     const N = batch.B * batch.T;
     const wCtx = c.sft.contextWeight;
-    const weight = Float32Array.from(batch.lossMask, (m, i) => (batch.policyMask[i] > 0 ? 1 : m > 0 ? wCtx : 0));
+    const weight = Float32Array.from(batch.lossMask, (m, i) =>
+      batch.policyMask[i] > 0 ? 1 : m > 0 ? wCtx : 0,
+    );
     const maskU32 = Uint32Array.from(weight, (w) => (w > 0 ? 1 : 0));
     const totalWeight = weight.reduce((s, w) => s + w, 0);
     const g = gpu.upload(
