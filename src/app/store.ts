@@ -8,6 +8,7 @@ import { onEngineEvent } from './engine-client.ts';
 import { applyGenerationEvent, createGenerationSlice } from './slices/generation.ts';
 import { createGpuSlice } from './slices/gpu.ts';
 import { createModelSlice } from './slices/model.ts';
+import { createOnnxSlice } from './slices/onnx.ts';
 import { createStepperSlice } from './slices/stepper.ts';
 import { createTaskSlice } from './slices/task.ts';
 import { createTrainSlice } from './slices/train.ts';
@@ -21,6 +22,7 @@ export type * from './slices/types.ts';
 export const useLab = create<LabState>()((...a) => ({
   ...createGpuSlice(...a),
   ...createModelSlice(...a),
+  ...createOnnxSlice(...a),
   ...createGenerationSlice(...a),
   ...createTaskSlice(...a),
   ...createTrainSlice(...a),

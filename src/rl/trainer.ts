@@ -788,14 +788,19 @@ export class Trainer {
   // ------------------------------------------------------------------------------------ checkpoints
 
   /** The policy as HF-layout files (config, generation config, weights, tokenizer). */
+  /** The policy's current weights with the initial checkpoint's config, generation config and tokenizer. */
+  async policyCheckpoint(): Promise<{
+    config: Checkpoint['config'];
+    generationConfig: Checkpoint['generationConfig'];
+    tensors: Map<string, { shape: number[]; data: Float32Array }>;
+    tokenizerFiles: Checkpoint['tokenizerFiles'];
+  }> {
+    const { config, generationConfig, tokenizerFiles } = this.initial;
+    return { config, generationConfig, tensors: await this.policy.exportWeights(), tokenizerFiles };
+  }
+
   async policyFiles(): Promise<Map<string, Uint8Array>> {
-    return saveCheckpoint({
-      config: this.initial.config,
-      generationConfig: this.initial.generationConfig,
-      tensors: await this.policy.exportWeights(),
-      dtype: 'F32',
-      tokenizerFiles: this.initial.tokenizerFiles,
-    });
+    return saveCheckpoint({ ...(await this.policyCheckpoint()), dtype: 'F32' });
   }
 
   /** Writes checkpoints/step-XXXXXX/: the policy in HF layout, optimizer state, critic, trainer state. */

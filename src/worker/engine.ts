@@ -13,6 +13,7 @@
 // the same layout as `npm run train`'s run folder (src/rl/run.ts), plus lab-run.json.
 import { type Checkpoint, loadCheckpoint, saveCheckpoint } from '../agent/model/checkpoint.ts';
 import { ModelFileError, ModelSourceError, ModelTooLargeError } from '../agent/model/errors.ts';
+import { exportForTransformersJs } from '../agent/model/onnx-export.ts';
 import { type GenerationSession, QwenGpuModel } from '../agent/model/qwen-gpu.ts';
 import type { FloatDtype } from '../agent/model/safetensors.ts';
 import {
@@ -61,11 +62,13 @@ import {
   parseGenSettings,
   parsePromptIds,
 } from './generation.ts';
+import { checkOnnxExport } from './onnx-check.ts';
 import { opfsRemoveRun, opfsRunIds, opfsRunStorage } from './opfs-storage.ts';
 import type {
   DroppedTasks,
   EngineApi,
   EngineEvent,
+  ExportSource,
   FileProgress,
   GenerationEnd,
   GenToken,
@@ -74,6 +77,8 @@ import type {
   ModelInfo,
   ModelOrigin,
   ModelSpec,
+  OnnxCheck,
+  OnnxProvider,
   RolloutEventSummary,
   RunMeta,
   RunSummary,
@@ -514,6 +519,47 @@ export class LabEngine implements EngineApi {
       tokenizerFiles: loaded.checkpoint.tokenizerFiles,
     });
     return this.zip(loaded.info.name, files);
+  }
+
+  /** The weights, config and tokenizer an export takes, and the GPU model that holds them. */
+  private async exportInput(source: ExportSource) {
+    if (source === 'train') {
+      const t = this.requireTraining();
+      const checkpoint = await this.gpuTurn(() => t.trainer.policyCheckpoint());
+      return {
+        name: `${t.runId}-step${t.trainer.step}`,
+        checkpoint,
+        model: t.trainer.policy,
+        tokenizer: t.trainer.tokenizer,
+      };
+    }
+    const loaded = this.loaded;
+    if (!loaded) throw new Error('no model is loaded');
+    const tensors = await this.gpuTurn(() => loaded.model.exportWeights());
+    return {
+      name: loaded.info.name,
+      checkpoint: { ...loaded.checkpoint, tensors },
+      model: loaded.model,
+      tokenizer: loaded.tokenizer,
+    };
+  }
+
+  async exportOnnx(source: ExportSource): Promise<WeightsZip> {
+    const input = await this.exportInput(source);
+    return this.zip(`${input.name}-onnx`, exportForTransformersJs(input.checkpoint));
+  }
+
+  async checkOnnx(source: ExportSource, provider: OnnxProvider): Promise<OnnxCheck> {
+    const input = await this.exportInput(source);
+    if (!input.tokenizer) throw new Error('the model has no tokenizer: the check decodes a chat prompt');
+    return checkOnnxExport({
+      files: exportForTransformersJs(input.checkpoint),
+      model: input.model,
+      tokenizer: input.tokenizer,
+      provider,
+      steps: 32,
+      gpuTurn: (fn) => this.gpuTurn(fn),
+    });
   }
 
   // ------------------------------------------------------------------------------------ generation

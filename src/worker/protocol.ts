@@ -90,6 +90,25 @@ export interface WeightsZip {
   files: { name: string; bytes: number }[];
 }
 
+/** Whose weights an export takes: the loaded model, or the policy being trained. */
+export type ExportSource = 'model' | 'train';
+export type OnnxProvider = 'webgpu' | 'wasm';
+
+/** The in-tab check of the ONNX export (src/worker/onnx-check.ts). */
+export interface OnnxCheck {
+  provider: OnnxProvider;
+  promptTokens: number;
+  /** Greedy steps compared. */
+  steps: number;
+  sameTokens: boolean;
+  /** First step whose token differs, or null. */
+  firstDifference: number | null;
+  /** Largest |logit difference| over the prompt's positions. */
+  maxLogitDiff: number;
+  onnxText: string;
+  seconds: number;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Generation
 
@@ -246,6 +265,10 @@ export interface EngineApi {
   loadModel(spec: ModelSpec, label: string): Promise<LoadOutcome>;
   clearModelCache(): Promise<string>;
   exportWeights(dtype: WeightsDtype): Promise<WeightsZip>;
+  /** The folder transformers.js loads (onnx/model.onnx, config, tokenizer), zipped. */
+  exportOnnx(source: ExportSource): Promise<WeightsZip>;
+  /** Runs the ONNX export with onnxruntime-web in this tab and compares it with the engine. */
+  checkOnnx(source: ExportSource, provider: OnnxProvider): Promise<OnnxCheck>;
 
   generate(settings: GenSettings): Promise<GenerationEnd>;
   stopGeneration(): Promise<void>;

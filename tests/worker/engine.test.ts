@@ -206,6 +206,38 @@ describe('LabEngine', () => {
     await fresh.trainReset();
   });
 
+  it('ONNX: the loaded model and a trained policy zip for transformers.js; the in-tab check (wasm) equals the engine', async () => {
+    const zip = await engine.exportOnnx('model');
+    expect(zip.fileName).toBe('qwen3-model-onnx.zip');
+    expect(zip.files.map((f) => f.name).sort()).toEqual([
+      'config.json',
+      'generation_config.json',
+      'onnx/model.onnx',
+      'tokenizer.json',
+      'tokenizer_config.json',
+    ]);
+    const check = await engine.checkOnnx('model', 'wasm');
+    expect(check).toMatchObject({ provider: 'wasm', steps: 32, sameTokens: true, firstDifference: null });
+    expect(check.maxLogitDiff).toBeLessThan(1e-4);
+    expect(check.onnxText.length).toBeGreaterThan(0);
+
+    const config = micro((c) => {
+      c.train.steps = 1;
+      c.train.evalSize = 0;
+      c.train.checkpointEvery = 0;
+      c.actor.lr = 1e-2; // a visible change of the weights in one step
+    });
+    await expect(engine.exportOnnx('train')).rejects.toThrow();
+    const setup = await engine.trainSetup({ config, resumeId: null });
+    await engine.trainOneStep();
+    const trained = await engine.exportOnnx('train');
+    expect(trained.fileName).toBe(`${setup.runId}-step1-onnx.zip`);
+    const trainedCheck = await engine.checkOnnx('train', 'wasm');
+    expect(trainedCheck.sameTokens).toBe(true);
+    expect(trainedCheck.maxLogitDiff).toBeLessThan(1e-4);
+    await engine.trainReset();
+  });
+
   it('after a lost device: a new device, the model again, and the run from its last checkpoint', async () => {
     const devices: Gpu[] = [];
     const e = await newEngine(async () => {

@@ -2,6 +2,7 @@ import { type DragEvent, useEffect, useState } from 'react';
 import { formatBytes } from '../../gpu/errors.ts';
 import { droppedFiles } from '../browser-files.ts';
 import { type ModelInfo, useLab, type WeightsDtype } from '../store.ts';
+import { OnnxExport } from './OnnxExport.tsx';
 
 export function ModelPanel() {
   const catalog = useLab((s) => s.catalog);
@@ -309,6 +310,7 @@ function ModelDetails({ model }: { model: ModelInfo }) {
           {download?.status === 'error' && <span className="error-text">{download.error}</span>}
         </span>
       </div>
+      <OnnxExport source="model" disabled={download?.status === 'exporting'} />
     </div>
   );
 }

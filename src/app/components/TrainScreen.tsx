@@ -9,6 +9,7 @@ import type { RunSummary } from '../../worker/protocol.ts';
 import { useLab } from '../store.ts';
 import { CHARTS, MetricChart, RUN_COLOURS } from './Charts.tsx';
 import { NumberField, SelectField } from './ConfigFields.tsx';
+import { OnnxExport } from './OnnxExport.tsx';
 import { TrajectoryList } from './TrajectoryList.tsx';
 
 export const ALGORITHM_LABELS: Record<string, string> = {
@@ -177,6 +178,7 @@ export function TrainScreen() {
             Trained weights (.zip)
           </button>
         </div>
+        <OnnxExport source="train" disabled={running || !active} />
         <Progress />
         {error ? (
           <p className="error-text" data-testid="train-error">

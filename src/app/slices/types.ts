@@ -7,11 +7,14 @@ import type { StepMetrics } from '../../rl/trainer.ts';
 import type { GenSettings, SamplingSettings } from '../../worker/generation.ts';
 import type {
   DroppedTasks,
+  ExportSource,
   FileProgress,
   GenToken,
   LoadPhase,
   ModelInfo,
   ModelLoadError,
+  OnnxCheck,
+  OnnxProvider,
   RunSummary,
   StepperStart,
   StepperTurn,
@@ -176,8 +179,24 @@ export interface UiSlice {
   setScreen: (s: Screen) => void;
 }
 
+/** The ONNX export of one source (the loaded model or the trained policy): its download and check. */
+export interface OnnxState {
+  source: ExportSource;
+  status: 'exporting' | 'checking' | 'done' | 'error';
+  download: { fileName: string; bytes: number; files: { name: string; bytes: number }[] } | null;
+  check: OnnxCheck | null;
+  error: string | null;
+}
+
+export interface OnnxSlice {
+  onnx: OnnxState | null;
+  downloadOnnx: (source: ExportSource) => Promise<void>;
+  checkOnnx: (source: ExportSource, provider: OnnxProvider) => Promise<void>;
+}
+
 export type LabState = GpuSlice &
   ModelSlice &
+  OnnxSlice &
   GenerationSlice &
   TaskSlice &
   TrainSlice &
