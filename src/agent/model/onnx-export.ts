@@ -13,7 +13,7 @@
 //
 //   x = embed[input_ids]
 //   per layer:  h = rmsnorm(x) · Wqkv (+ bias) → q [B,H,S,D], k, v [B,KV,S,D]; Qwen3: per-head rmsnorm
-//               of q and k; RoPE from position_ids; k, v appended to the past (→ present);
+//               of q and k; RoPE (cos/sin tables gathered by position_ids); k, v appended to the past (→ present);
 //               attention grouped as [B, KV, H/KV, S, T] (no copy of K/V per query head), scores
 //               + mask (causal from the positions in the cache, and attention_mask's padding)
 //               x += o_proj(attn);  x += down(silu(gate(rmsnorm(x))) * up(rmsnorm(x)))
@@ -248,14 +248,28 @@ export function buildQwenOnnx(
   // The most negative float32, as transformers' masks use; softmax gives a masked key weight 0.
   const maskBias = g.o('Where', [allowed, g.constF32([0], true), g.constF32([-3.4028234663852886e38], true)]);
 
-  // RoPE tables from position_ids: cos/sin [B, 1, S, D], as Qwen2RotaryEmbedding computes them.
-  const invFreq = Array.from({ length: D / 2 }, (_, i) => 1 / c.ropeTheta ** ((2 * i) / D));
-  const posF = g.o('Unsqueeze', [g.o('Cast', ['position_ids'], { to: { i: F32 } }), g.constI64([2])]);
-  const freqs = g.o('Mul', [posF, g.constF32(invFreq)]); // [B, S, D/2]
-  const emb = g.o('Concat', [freqs, freqs], { axis: { i: -1 } });
-  const cos = g.o('Unsqueeze', [g.o('Cos', [emb]), g.constI64([1])]);
-  const sin = g.o('Unsqueeze', [g.o('Sin', [emb]), g.constI64([1])]);
+  // RoPE: cos/sin [B, 1, S, D] gathered by position_ids from tables over max_position_embeddings,
+  // computed as Qwen2RotaryEmbedding does (angle = float32(position) * float32 inv_freq, rounded to
+  // float32) but with cos/sin in float64. Sin/Cos ops on large angles are imprecise on GPU backends
+  // (WGSL's sin/cos are specified only on [-pi, pi]); a table is exact everywhere.
   const half = D / 2;
+  const invFreq = Float32Array.from({ length: half }, (_, i) => 1 / c.ropeTheta ** ((2 * i) / D));
+  const maxPos = c.maxPositionEmbeddings;
+  const cosTable = new Float32Array(maxPos * D);
+  const sinTable = new Float32Array(maxPos * D);
+  for (let p = 0; p < maxPos; p++)
+    for (let i = 0; i < half; i++) {
+      const angle = Math.fround(Math.fround(p) * invFreq[i]);
+      cosTable[p * D + i] = cosTable[p * D + half + i] = Math.cos(angle);
+      sinTable[p * D + i] = sinTable[p * D + half + i] = Math.sin(angle);
+    }
+  const ropeTable = (name: string, table: Float32Array) =>
+    g.o('Unsqueeze', [
+      g.o('Gather', [g.weight(name, [maxPos, D], table), 'position_ids'], { axis: { i: 0 } }),
+      g.constI64([1]),
+    ]);
+  const cos = ropeTable('rope.cos_table', cosTable);
+  const sin = ropeTable('rope.sin_table', sinTable);
   const rope = (x: string): string => {
     const x1 = g.o('Slice', [x, g.constI64([0]), g.constI64([half]), g.constI64([3])]);
     const x2 = g.o('Slice', [x, g.constI64([half]), g.constI64([D]), g.constI64([3])]);
