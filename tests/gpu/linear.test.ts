@@ -106,10 +106,10 @@ describe('linear (GPU vs reference)', () => {
       });
       const [fdx, fdw, fdb, adx, adw, adb] = await gpu.readMany([
         fresh.dx!,
-        fresh.dW,
+        fresh.dW!,
         fresh.db!,
         acc.dx!,
-        acc.dW,
+        acc.dW!,
         acc.db!,
       ]);
       const ref = linearBackwardRef(dy, x, w, d);
@@ -131,7 +131,20 @@ describe('linear (GPU vs reference)', () => {
     const g = linearBackward(gpu, gpu.upload(randomArray(6, 3), [3, 2]), x, w, { computeDx: false });
     expect(g.dx).toBeNull();
     expect(g.db).toBeNull();
-    expect(g.dW.shape).toEqual([2, 4]);
+    expect(g.dW!.shape).toEqual([2, 4]);
+  });
+
+  it('a frozen weight (computeDw false): dX only, the same values, no dW or db', async () => {
+    const gpu = await getTestGpu();
+    const x = gpu.upload(randomArray(12, 1), [3, 4]);
+    const w = gpu.upload(randomArray(8, 2), [2, 4]);
+    const dy = gpu.upload(randomArray(6, 3), [3, 2]);
+    const full = linearBackward(gpu, dy, x, w, { bias: true });
+    const frozen = linearBackward(gpu, dy, x, w, { computeDw: false, bias: true });
+    expect(frozen.dW).toBeNull();
+    expect(frozen.db).toBeNull();
+    const [a, b] = await gpu.readMany([full.dx!, frozen.dx!]);
+    expect(b).toEqual(a);
   });
 });
 
@@ -167,7 +180,7 @@ describe('linear with W chunked into row blocks (tiny maxBindingBytes)', () => {
         dW: gpu.upload(prevW, [O, I]),
         accumulate: true,
       });
-      const [gy, gy0, gdx, gdw, gdb, adw] = await gpu.readMany([y, yNoBias, g.dx!, g.dW, g.db!, acc.dW]);
+      const [gy, gy0, gdx, gdw, gdb, adw] = await gpu.readMany([y, yNoBias, g.dx!, g.dW!, g.db!, acc.dW!]);
       const ref = linearBackwardRef(dy, x, w, d);
       expect(maxRelativeError(gy, linearRef(x, w, b, d))).toBeLessThanOrEqual(TOL);
       expect(maxRelativeError(gy0, linearRef(x, w, null, d))).toBeLessThanOrEqual(TOL);

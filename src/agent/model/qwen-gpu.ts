@@ -24,7 +24,7 @@ import {
   kvCacheAppend,
   kvRowLengths,
 } from '../../gpu/kernels/attention.ts';
-import { add, addInPlace, swiglu, swigluBackward } from '../../gpu/kernels/elementwise.ts';
+import { add, addInPlace, scaleInPlace, swiglu, swigluBackward } from '../../gpu/kernels/elementwise.ts';
 import { embedding, embeddingBackward } from '../../gpu/kernels/embedding.ts';
 import { linear, linearBackward } from '../../gpu/kernels/linear.ts';
 import { type TokenLogprobResult, tokenLogprob, tokenLogprobBackward } from '../../gpu/kernels/logprob.ts';
@@ -34,6 +34,7 @@ import { sampleTokens } from '../../gpu/kernels/sampling.ts';
 import type { Gpu } from '../../gpu/runtime.ts';
 import type { Bindable, Tensor } from '../../gpu/tensor.ts';
 import type { ModelConfig } from './config.ts';
+import { type LoraConfig, loraScale, loraTensors } from './lora.ts';
 import { expectedTensors } from './weights.ts';
 
 // ------------------------------------------------------------------------------------ batches
@@ -98,6 +99,8 @@ interface LayerActivations {
   g: Tensor; // gate(h2)                                     [N, F]
   u: Tensor; // up(h2)                                       [N, F]
   a: Tensor; // silu(g) * u                                  [N, F]
+  /** LoRA: (alpha/r)·x·Aᵀ per adapted module (q_proj, ..., down_proj)   [N, r] */
+  lora: Map<string, Tensor>;
 }
 
 /** What backwardHidden() needs from forwardHidden(): the batch and per-layer activations. */
@@ -186,6 +189,10 @@ export class QwenGpuModel {
   readonly grads = new Map<string, Tensor>();
   /** Names whose weights are not trained (their gradients are not computed where avoidable). */
   readonly frozen = new Set<string>();
+  /** LoRA adapters (lora.ts): their A/B tensors live in params under PEFT's names; the base is frozen. */
+  lora: { config: LoraConfig; scale: number; modules: Set<string> } | null = null;
+  /** false: the adapters are bypassed (the base model: the KL reference without a second copy). */
+  adaptersEnabled = true;
 
   constructor(
     gpu: Gpu,
@@ -215,6 +222,45 @@ export class QwenGpuModel {
 
   private bias(name: string): Tensor | null {
     return this.params.get(name) ?? null;
+  }
+
+  /**
+   * Adds LoRA adapters (A/B as given, e.g. initLoraWeights or a PEFT file) and freezes every base
+   * weight: from now on only the adapters are trainable.
+   */
+  addLora(config: LoraConfig, tensors: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>): void {
+    if (this.lora) throw new Error('QwenGpuModel: the model already has LoRA adapters');
+    const list = loraTensors(this.config, config);
+    for (const t of list)
+      for (const [name, shape] of [
+        [t.a, t.aShape],
+        [t.b, t.bShape],
+      ] as const) {
+        const w = tensors.get(name);
+        if (!w || w.data.length !== shape[0] * shape[1])
+          throw new Error(`QwenGpuModel: LoRA tensor "${name}" is missing or not [${shape.join(', ')}]`);
+      }
+    for (const { name } of expectedTensors(this.config)) this.frozen.add(name);
+    for (const t of list) {
+      this.params.set(t.a, this.gpu.upload(tensors.get(t.a)!.data, t.aShape, 'f32', t.a));
+      this.params.set(t.b, this.gpu.upload(tensors.get(t.b)!.data, t.bShape, 'f32', t.b));
+    }
+    this.lora = { config, scale: loraScale(config), modules: new Set(list.map((t) => t.module)) };
+  }
+
+  /**
+   * y = x·Wᵀ + b, plus the adapter's (alpha/r)·(x·Aᵀ)·Bᵀ when `module` has one and adapters are on.
+   * Returns t = (alpha/r)·x·Aᵀ for the backward (null without an adapter).
+   */
+  private proj(x: Tensor, module: string): { y: Tensor; t: Tensor | null } {
+    const y = linear(this.gpu, x, this.p(`${module}.weight`), this.bias(`${module}.bias`));
+    if (!this.lora || !this.adaptersEnabled || !this.lora.modules.has(module)) return { y, t: null };
+    const t = linear(this.gpu, x, this.p(`${module}.lora_A.weight`));
+    scaleInPlace(this.gpu, t, this.lora.scale);
+    const d = linear(this.gpu, t, this.p(`${module}.lora_B.weight`));
+    addInPlace(this.gpu, y, d);
+    d.release();
+    return { y, t };
   }
 
   /** The LM head matrix [V, D]: lm_head.weight, or the embedding when tied. */
@@ -275,14 +321,15 @@ export class QwenGpuModel {
     const { y: h, rstd: rstd1 } = rmsnorm(gpu, x, this.p(`${pre}input_layernorm.weight`), {
       eps: c.rmsNormEps,
     });
-    let q = linear(gpu, h, this.p(`${pre}self_attn.q_proj.weight`), this.bias(`${pre}self_attn.q_proj.bias`));
-    let k = linear(gpu, h, this.p(`${pre}self_attn.k_proj.weight`), this.bias(`${pre}self_attn.k_proj.bias`));
-    const v = linear(
-      gpu,
-      h,
-      this.p(`${pre}self_attn.v_proj.weight`),
-      this.bias(`${pre}self_attn.v_proj.bias`),
-    );
+    const lora = new Map<string, Tensor>();
+    const proj = (x: Tensor, name: string): Tensor => {
+      const { y, t } = this.proj(x, `${pre}${name}`);
+      if (t) lora.set(name, t);
+      return y;
+    };
+    let q = proj(h, 'self_attn.q_proj');
+    let k = proj(h, 'self_attn.k_proj');
+    const v = proj(h, 'self_attn.v_proj');
     let qPre: Tensor | null = null;
     let kPre: Tensor | null = null;
     let rstdQ: Tensor | null = null;
@@ -302,26 +349,22 @@ export class QwenGpuModel {
     ropeQK(gpu, q, k, pos, { headDim: c.headDim, theta: c.ropeTheta, inPlace: true });
     const dims = { batch: B, nHeads: c.numHeads, nKvHeads: c.numKvHeads, headDim: c.headDim };
     const { o, lse } = attentionForward(gpu, q, k, v, seg, dims);
-    const attnOut = linear(
-      gpu,
-      o,
-      this.p(`${pre}self_attn.o_proj.weight`),
-      this.bias(`${pre}self_attn.o_proj.bias`),
-    );
+    const attnOut = proj(o, 'self_attn.o_proj');
     const x1 = add(gpu, x, attnOut);
     attnOut.release();
     const { y: h2, rstd: rstd2 } = rmsnorm(gpu, x1, this.p(`${pre}post_attention_layernorm.weight`), {
       eps: c.rmsNormEps,
     });
-    const g = linear(gpu, h2, this.p(`${pre}mlp.gate_proj.weight`));
-    const u = linear(gpu, h2, this.p(`${pre}mlp.up_proj.weight`));
+    const g = proj(h2, 'mlp.gate_proj');
+    const u = proj(h2, 'mlp.up_proj');
     const a = swiglu(gpu, g, u);
-    return { x, h, rstd1, qPre, kPre, rstdQ, rstdK, q, k, v, o, lse, x1, h2, rstd2, g, u, a };
+    return { x, h, rstd1, qPre, kPre, rstdQ, rstdK, q, k, v, o, lse, x1, h2, rstd2, g, u, a, lora };
   }
 
   /** x_out = x1 + down(a): the layer's output (separate so the forward can free activations early). */
   layerOutput(l: number, act: LayerActivations): Tensor {
-    const m = linear(this.gpu, act.a, this.p(`model.layers.${l}.mlp.down_proj.weight`));
+    const { y: m, t } = this.proj(act.a, `model.layers.${l}.mlp.down_proj`);
+    if (t) act.lora.set('mlp.down_proj', t);
     const out = add(this.gpu, act.x1, m);
     m.release();
     return out;
@@ -334,18 +377,39 @@ export class QwenGpuModel {
   layerBackward(l: number, act: LayerActivations, dx: Tensor, seg: Tensor, pos: Tensor, B: number): void {
     const { gpu, config: c } = this;
     const pre = `model.layers.${l}.`;
+    // dX of one projection (and dW, db unless frozen); with a LoRA adapter also
+    //   dB += dyᵀ·t,  dt = (alpha/r)·dy·B,  dA += dtᵀ·x,  dX += dt·A      (t = (alpha/r)·x·Aᵀ, kept)
     const lin = (dy: Tensor, x: Tensor, name: string, dxOut: Tensor | undefined, accumulateDx: boolean) => {
-      const wName = `${pre}${name}.weight`;
-      const bName = `${pre}${name}.bias`;
+      const module = `${pre}${name}`;
+      const wName = `${module}.weight`;
+      const bName = `${module}.bias`;
       const hasBias = this.params.has(bName);
-      return linearBackward(gpu, dy, x, this.p(wName), {
+      const trainW = !this.frozen.has(wName);
+      const dX = linearBackward(gpu, dy, x, this.p(wName), {
         dx: dxOut,
         accumulateDx,
-        dW: this.grad(wName),
-        db: hasBias ? this.grad(bName) : undefined,
+        computeDw: trainW,
+        dW: trainW ? this.grad(wName) : undefined,
+        db: hasBias && trainW ? this.grad(bName) : undefined,
         bias: hasBias,
         accumulate: true,
       }).dx!;
+      const t = act.lora.get(name);
+      if (t && this.lora) {
+        const dt = linearBackward(gpu, dy, t, this.p(`${module}.lora_B.weight`), {
+          dW: this.grad(`${module}.lora_B.weight`),
+          accumulate: true,
+        }).dx!;
+        scaleInPlace(gpu, dt, this.lora.scale);
+        linearBackward(gpu, dt, x, this.p(`${module}.lora_A.weight`), {
+          dx: dX,
+          accumulateDx: true,
+          dW: this.grad(`${module}.lora_A.weight`),
+          accumulate: true,
+        });
+        dt.release();
+      }
+      return dX;
     };
     // MLP block: x_out = x1 + down(silu(g) * u), g = gate(h2), u = up(h2), h2 = rmsnorm(x1).
     const da = lin(dx, act.a, 'mlp.down_proj', undefined, false);
@@ -656,29 +720,19 @@ export class QwenGpuModel {
     // Uploaded once per step and shared by every layer's cache append and attention.
     const rowLenT = kvRowLengths(gpu, session.caches[0], rowLen, Tq);
     const x = embedding(gpu, this.p('model.embed_tokens.weight'), idsT, { seg: segT });
+    const proj = (input: Tensor, module: string): Tensor => {
+      const { y, t } = this.proj(input, module);
+      t?.release();
+      return y;
+    };
     for (let l = 0; l < c.numLayers; l++) {
       const pre = `model.layers.${l}.`;
       const cache = session.caches[l];
       const { y: h, rstd } = rmsnorm(gpu, x, this.p(`${pre}input_layernorm.weight`), { eps: c.rmsNormEps });
       rstd.release();
-      let q = linear(
-        gpu,
-        h,
-        this.p(`${pre}self_attn.q_proj.weight`),
-        this.bias(`${pre}self_attn.q_proj.bias`),
-      );
-      let k = linear(
-        gpu,
-        h,
-        this.p(`${pre}self_attn.k_proj.weight`),
-        this.bias(`${pre}self_attn.k_proj.bias`),
-      );
-      const v = linear(
-        gpu,
-        h,
-        this.p(`${pre}self_attn.v_proj.weight`),
-        this.bias(`${pre}self_attn.v_proj.bias`),
-      );
+      let q = proj(h, `${pre}self_attn.q_proj`);
+      let k = proj(h, `${pre}self_attn.k_proj`);
+      const v = proj(h, `${pre}self_attn.v_proj`);
       h.release();
       if (c.qkNorm) {
         const qn = rmsnorm(gpu, q, this.p(`${pre}self_attn.q_norm.weight`), {
@@ -697,12 +751,7 @@ export class QwenGpuModel {
       kvCacheAppend(gpu, cache, k, v, segT, rowLenT);
       const { o, lse } = attentionDecode(gpu, q, cache, rowLenT, { nHeads: c.numHeads });
       for (const z of [q, k, v, lse]) z.release();
-      const attnOut = linear(
-        gpu,
-        o,
-        this.p(`${pre}self_attn.o_proj.weight`),
-        this.bias(`${pre}self_attn.o_proj.bias`),
-      );
+      const attnOut = proj(o, `${pre}self_attn.o_proj`);
       o.release();
       addInPlace(gpu, x, attnOut);
       attnOut.release();
@@ -710,13 +759,13 @@ export class QwenGpuModel {
         eps: c.rmsNormEps,
       });
       rstd2.release();
-      const g = linear(gpu, h2, this.p(`${pre}mlp.gate_proj.weight`));
-      const u = linear(gpu, h2, this.p(`${pre}mlp.up_proj.weight`));
+      const g = proj(h2, `${pre}mlp.gate_proj`);
+      const u = proj(h2, `${pre}mlp.up_proj`);
       h2.release();
       const a = swiglu(gpu, g, u);
       g.release();
       u.release();
-      const m = linear(gpu, a, this.p(`${pre}mlp.down_proj.weight`));
+      const m = proj(a, `${pre}mlp.down_proj`);
       a.release();
       addInPlace(gpu, x, m);
       m.release();
@@ -739,9 +788,18 @@ export class QwenGpuModel {
     return logits;
   }
 
-  /** Reads every weight back (for saving). */
+  /** Reads the base model's weights back (for saving; without LoRA adapters: see exportAdapter). */
   async exportWeights(): Promise<Map<string, { shape: number[]; data: Float32Array }>> {
-    const names = [...this.params.keys()];
+    return this.readParams(expectedTensors(this.config).map((t) => t.name));
+  }
+
+  /** Reads the LoRA adapters' A/B tensors back (PEFT names without the base_model.model. prefix). */
+  async exportAdapter(): Promise<Map<string, { shape: number[]; data: Float32Array }>> {
+    if (!this.lora) throw new Error('QwenGpuModel: the model has no LoRA adapters');
+    return this.readParams(loraTensors(this.config, this.lora.config).flatMap((t) => [t.a, t.b]));
+  }
+
+  private async readParams(names: string[]): Promise<Map<string, { shape: number[]; data: Float32Array }>> {
     const data = await this.gpu.readMany(names.map((n) => this.params.get(n)!));
     return new Map(
       names.map((n, i) => [n, { shape: [...this.params.get(n)!.shape], data: data[i] as Float32Array }]),
@@ -776,6 +834,7 @@ function releaseLayer(a: LayerActivations): void {
     a.g,
     a.u,
     a.a,
+    ...a.lora.values(),
   ]) {
     t?.release();
   }

@@ -256,6 +256,8 @@ export interface LinearBackwardOptions {
   computeDx?: boolean;
   /** Where dW goes ([out, in]). Allocated if absent. */
   dW?: Tensor;
+  /** Skip dW and db (a frozen weight: only dX is wanted). Default true. */
+  computeDw?: boolean;
   /** Where db goes ([out]). Allocated if absent and `bias` is true. */
   db?: Tensor;
   /** Compute db (the layer has a bias). Default: true if `db` is given, else false. */
@@ -268,7 +270,8 @@ export interface LinearBackwardOptions {
 
 export interface LinearGrads {
   dx: Tensor | null;
-  dW: Tensor;
+  /** null when computeDw is false. */
+  dW: Tensor | null;
   db: Tensor | null;
 }
 
@@ -282,20 +285,23 @@ export function linearBackward(
 ): LinearGrads {
   const d = linearDims('linearBackward', x, w);
   const { N, inF, outF } = d;
-  const { accumulate = false, accumulateDx = false, computeDx = true, variant } = options;
-  const wantBias = options.bias ?? options.db !== undefined;
+  const { accumulate = false, accumulateDx = false, computeDx = true, computeDw = true, variant } = options;
+  const wantBias = computeDw && (options.bias ?? options.db !== undefined);
   if (dy.dtype !== 'f32' || dy.size !== N * outF || dy.shape.at(-1) !== outF) {
     throw new Error(
       `linearBackward: dY ${shapeStr(dy)} (${dy.dtype}) does not match y [${[...x.shape.slice(0, -1), outF].join(', ')}] of x ${shapeStr(x)} · W ${shapeStr(w)}ᵀ`,
     );
   }
-  let dW = options.dW;
-  if (dW) {
-    if (dW.size !== outF * inF)
-      throw new Error(`linearBackward: dW ${shapeStr(dW)} does not hold W ${shapeStr(w)}`);
-  } else {
-    if (accumulate) throw new Error('linearBackward: accumulate needs an existing `dW` tensor');
-    dW = gpu.empty([outF, inF], 'f32', 'linear.dW');
+  let dW: Tensor | null = null;
+  if (computeDw) {
+    dW = options.dW ?? null;
+    if (dW) {
+      if (dW.size !== outF * inF)
+        throw new Error(`linearBackward: dW ${shapeStr(dW)} does not hold W ${shapeStr(w)}`);
+    } else {
+      if (accumulate) throw new Error('linearBackward: accumulate needs an existing `dW` tensor');
+      dW = gpu.empty([outF, inF], 'f32', 'linear.dW');
+    }
   }
   let dx: Tensor | null = null;
   if (computeDx) {
@@ -316,14 +322,14 @@ export function linearBackward(
   }
   if (outF === 0 || inF === 0 || N === 0) {
     // Empty sums: gradients are zero (or unchanged when accumulating).
-    if (N === 0 && !accumulate && dW.size > 0) gpu.fill0(dW);
+    if (dW && N === 0 && !accumulate && dW.size > 0) gpu.fill0(dW);
     if (outF === 0 && dx && !accumulateDx && dx.size > 0) gpu.fill0(dx);
     return { dx, dW, db };
   }
   const rows = planRowBlocks(gpu, d, options.maxBindingBytes);
   if (rows >= outF) {
     if (dx) matmulViews(gpu, dy, w, dx, { M: N, N: inF, K: outF, accumulate: accumulateDx, variant });
-    matmulViews(gpu, dy, x, dW, { M: outF, N: inF, K: N, transA: true, accumulate, variant });
+    if (dW) matmulViews(gpu, dy, x, dW, { M: outF, N: inF, K: N, transA: true, accumulate, variant });
     return { dx, dW, db };
   }
   // Chunked over W's rows: dY[:, r0 : r0+R] is gathered densely, then
@@ -339,14 +345,15 @@ export function linearBackward(
     if (dx) {
       matmulViews(gpu, tmp, wBlk, dx, { M: N, N: inF, K: R, accumulate: accumulateDx || r0 > 0, variant });
     }
-    matmulViews(gpu, tmp, x, rowBlock(dW, r0, R, inF), {
-      M: R,
-      N: inF,
-      K: N,
-      transA: true,
-      accumulate,
-      variant,
-    });
+    if (dW)
+      matmulViews(gpu, tmp, x, rowBlock(dW, r0, R, inF), {
+        M: R,
+        N: inF,
+        K: N,
+        transA: true,
+        accumulate,
+        variant,
+      });
   }
   tmp.release();
   return { dx, dW, db };
