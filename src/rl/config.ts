@@ -15,6 +15,7 @@
 //     "sft":       { "lr": 1e-3, "batchSize": 16, ... },
 //     "train":     { "steps": 40, "evalEvery": 10, ... } }
 
+import { LORA_MODULES, type LoraModule } from '../agent/model/lora.ts';
 import type { TaskPresetName } from '../env/presets.ts';
 import { KL_KINDS, type KlKind, LOSS_AGG_MODES, type LossAggMode } from './core-algos.ts';
 
@@ -44,6 +45,11 @@ export interface TrainConfig {
   model: {
     /** HF-layout checkpoint folder (config.json, model.safetensors, tokenizer files). */
     path: string;
+    /**
+     * What the actor trains: full fine-tuning (rank 0), or LoRA adapters of this rank on `modules`
+     * with the base frozen; the KL reference is then the base with the adapters off (no second copy).
+     */
+    lora: { rank: number; alpha: number; modules: LoraModule[] };
   };
   task: {
     kind: 'synthetic';
@@ -155,7 +161,7 @@ export interface TrainConfig {
 export const DEFAULT_CONFIG: TrainConfig = {
   name: 'run',
   seed: 1,
-  model: { path: 'public/models/qwen-tiny' },
+  model: { path: 'public/models/qwen-tiny', lora: { rank: 0, alpha: 16, modules: [...LORA_MODULES] } },
   task: {
     kind: 'synthetic',
     preset: 'compact',
@@ -271,6 +277,9 @@ const CHECKS: Record<string, Check> = {
   },
   seed: int(0, 2 ** 31),
   'model.path': str,
+  'model.lora.rank': int(0),
+  'model.lora.alpha': positive,
+  'model.lora.modules': arrayOf(oneOf([...LORA_MODULES]), 1),
   'task.kind': oneOf(['synthetic']),
   'task.preset': oneOf(['default', 'compact']),
   'task.seed': int(0, 2 ** 31),

@@ -54,6 +54,15 @@ import type { TrainConfig } from './config.ts';
 import { ValueModel } from './critic.ts';
 import { type RolloutEvent, runRollouts, type Trajectory } from './rollout.ts';
 import { buildSftTraces, type SftTrace } from './sft.ts';
+import {
+  initLoraWeights,
+  type LoraConfig,
+  loadPeftAdapter,
+  mergeLora,
+  PEFT_CONFIG_FILE,
+  PEFT_WEIGHTS_FILE,
+  savePeftAdapter,
+} from '../agent/model/lora.ts';
 import { type RunStorage, readText } from './storage.ts';
 
 /** One line of metrics.jsonl: flat numeric keys (and a few strings). */
@@ -102,6 +111,8 @@ export interface EvalResult {
 }
 
 const STATE_FILE = 'trainer-state.json';
+/** With LoRA, a checkpoint's PEFT adapter files live in this subfolder. */
+const ADAPTER_DIR = 'adapter';
 
 /** A trajectory as the batch builder sees it. */
 export function trajectoryEpisode(t: Trajectory, processWeight: number): TrainableEpisode {
@@ -126,8 +137,8 @@ export class Trainer {
   readonly config: TrainConfig;
   readonly tokenizer: QwenTokenizer;
   readonly policy: QwenGpuModel;
-  /** The frozen initial model: KL to reference. */
-  readonly reference: QwenGpuModel;
+  /** The frozen initial model: KL to reference. null with LoRA: the policy with its adapters off is. */
+  readonly reference: QwenGpuModel | null;
   readonly critic: ValueModel | null;
   readonly actorOpt: AdamW;
   readonly criticOpt: AdamW | null;
@@ -153,7 +164,13 @@ export class Trainer {
     this.tokenizer = QwenTokenizer.fromFiles(initial.tokenizerFiles);
     const weights = new Map([...initial.tensors].map(([k, t]) => [k, { shape: t.shape, data: t.data }]));
     this.policy = new QwenGpuModel(gpu, initial.config, weights);
-    this.reference = new QwenGpuModel(gpu, initial.config, weights);
+    const lora = this.loraConfig;
+    if (lora) {
+      this.policy.addLora(lora, initLoraWeights(initial.config, lora, hash32(`${config.seed}:lora`)));
+      this.reference = null;
+    } else {
+      this.reference = new QwenGpuModel(gpu, initial.config, weights);
+    }
     const a = config.actor;
     const rl = config.algorithm.name !== 'sft';
     this.actorOpt = new AdamW(gpu, this.policy.trainableParams(), {
@@ -294,7 +311,7 @@ export class Trainer {
     const trainMaskU32 = Uint32Array.from(batch.lossMask, (m, i) =>
       m > 0 || batch.policyMask[i] > 0 ? 1 : 0,
     );
-    const refLogprob = this.logprobsOnly(this.reference, batch, trainMaskU32);
+    const refLogprob = this.referenceLogprobs(batch, trainMaskU32);
     lap('reference');
 
     // old values (PPO)
@@ -392,7 +409,7 @@ export class Trainer {
         if (!Number.isFinite(statsArr[0]) || normInfo.nonFinite || !Number.isFinite(normInfo.norm)) {
           skipped++;
         } else {
-          this.actorOpt.step(this.policy.grads, { gradNorm: norm, lr: this.lrAt(step, c.actor.lr) });
+          this.actorOpt.step(this.policy.trainableGrads(), { gradNorm: norm, lr: this.lrAt(step, c.actor.lr) });
         }
         norm.release();
       }
@@ -474,6 +491,23 @@ export class Trainer {
   }
 
   /** Log-probs of a batch's targets under `model` (no activations kept), [N]. */
+  /** The LoRA settings when the actor trains adapters (model.lora.rank > 0), else null. */
+  get loraConfig(): LoraConfig | null {
+    const l = this.config.model.lora;
+    return l.rank > 0 ? { rank: l.rank, alpha: l.alpha, modules: [...l.modules] } : null;
+  }
+
+  /** Log-probs under the KL reference: the frozen copy, or (LoRA) the policy with its adapters off. */
+  private referenceLogprobs(batch: TrainingBatch, mask: Uint32Array): Tensor {
+    if (this.reference) return this.logprobsOnly(this.reference, batch, mask);
+    this.policy.adaptersEnabled = false;
+    try {
+      return this.logprobsOnly(this.policy, batch, mask);
+    } finally {
+      this.policy.adaptersEnabled = true;
+    }
+  }
+
   private logprobsOnly(model: QwenGpuModel, batch: TrainingBatch, mask: Uint32Array): Tensor {
     const fwd = model.forward(batch.tokens, batch.targets, mask, {
       temperature: this.config.rollout.temperature > 0 ? this.config.rollout.temperature : 1,
@@ -732,7 +766,7 @@ export class Trainer {
       skipped = 1;
       this.skippedSteps++;
     } else {
-      this.actorOpt.step(this.policy.grads, { gradNorm: norm, lr: this.lrAt(step, c.sft.lr) });
+      this.actorOpt.step(this.policy.trainableGrads(), { gradNorm: norm, lr: this.lrAt(step, c.sft.lr) });
     }
     norm.release();
     this.step = step;
@@ -796,11 +830,29 @@ export class Trainer {
     tokenizerFiles: Checkpoint['tokenizerFiles'];
   }> {
     const { config, generationConfig, tokenizerFiles } = this.initial;
-    return { config, generationConfig, tensors: await this.policy.exportWeights(), tokenizerFiles };
+    const base = await this.policy.exportWeights();
+    const lora = this.loraConfig;
+    const tensors = lora ? mergeLora(config, base, await this.policy.exportAdapter(), lora) : base;
+    return { config, generationConfig, tensors, tokenizerFiles };
   }
 
+  /**
+   * The policy as HF files (LoRA merged into the weights), and with LoRA also PEFT's adapter files
+   * under adapter/ (kept apart: transformers reads a folder holding adapter_config.json as an adapter).
+   */
   async policyFiles(): Promise<Map<string, Uint8Array>> {
-    return saveCheckpoint({ ...(await this.policyCheckpoint()), dtype: 'F32' });
+    const files = saveCheckpoint({ ...(await this.policyCheckpoint()), dtype: 'F32' });
+    const lora = this.loraConfig;
+    if (lora) {
+      const adapter = savePeftAdapter({
+        config: this.initial.config,
+        lora,
+        tensors: await this.policy.exportAdapter(),
+        baseModel: this.config.model.path,
+      });
+      for (const [name, bytes] of adapter) files.set(`${ADAPTER_DIR}/${name}`, bytes);
+    }
+    return files;
   }
 
   /** Writes checkpoints/step-XXXXXX/: the policy in HF layout, optimizer state, critic, trainer state. */
@@ -863,11 +915,27 @@ export class Trainer {
       throw new Error(
         `resume: ${storage.description}/${dir} was written by ${state.algorithm}, the config says ${this.config.algorithm.name}`,
       );
-    const weights = parseSafetensors(
-      (await storage.read(`${dir}/model.safetensors`))!,
-      `${dir}/model.safetensors`,
-    );
-    for (const [name, t] of this.policy.params) this.gpu.write(t, tensorToFloat32(weights, name));
+    const lora = this.loraConfig;
+    if (lora) {
+      // The base stays the initial checkpoint; only the adapters were trained.
+      const files = new Map<string, Uint8Array>();
+      for (const name of [PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE]) {
+        const bytes = await storage.read(`${dir}/${ADAPTER_DIR}/${name}`);
+        if (bytes) files.set(name, bytes);
+      }
+      const adapter = loadPeftAdapter(this.initial.config, files);
+      if (adapter.lora.rank !== lora.rank || adapter.lora.alpha !== lora.alpha)
+        throw new Error(
+          `resume: ${storage.description}/${dir} holds a rank-${adapter.lora.rank} adapter, the config says rank ${lora.rank}`,
+        );
+      for (const [name, t] of adapter.tensors) this.gpu.write(this.policy.params.get(name)!, t.data);
+    } else {
+      const weights = parseSafetensors(
+        (await storage.read(`${dir}/model.safetensors`))!,
+        `${dir}/model.safetensors`,
+      );
+      for (const [name, t] of this.policy.params) this.gpu.write(t, tensorToFloat32(weights, name));
+    }
     this.actorOpt.loadState(
       await readOptimizer(storage, `${dir}/optimizer.safetensors`, state.optimizerSteps),
     );
@@ -889,7 +957,7 @@ export class Trainer {
     this.actorOpt.release();
     this.criticOpt?.release();
     this.policy.release();
-    this.reference.release();
+    this.reference?.release();
     this.critic?.release();
   }
 }

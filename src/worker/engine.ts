@@ -972,7 +972,7 @@ export class LabEngine implements EngineApi {
       // The path `npm run train` finds a bundled model at, so the run's config.json works there too.
       Trainer.create(
         gpu,
-        { ...config, model: { path: `public/models/${loaded.info.name}` } },
+        { ...config, model: { ...config.model, path: `public/models/${loaded.info.name}` } },
         loaded.checkpoint,
         {
           storage,

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Checkpoint, loadCheckpoint } from '../../src/agent/model/checkpoint.ts';
 import { directorySource } from '../../src/agent/model/node-fs.ts';
+import { packBatch, QwenGpuModel } from '../../src/agent/model/qwen-gpu.ts';
 import { memorySource } from '../../src/agent/model/sources.ts';
 import { renderQwen3Chat } from '../../src/env/chat-format.ts';
 import { createOraclePolicy } from '../../src/env/policies/oracle.ts';
@@ -184,6 +185,57 @@ describe('trainer', () => {
     const name = 'model.embed_tokens.weight';
     expect(wb.get(name)!.data).not.toEqual(wa.get(name)!.data);
   });
+
+  it('LoRA (rank 4): no second model; first update ratio 1 and KL 0; only the adapters move; checkpoints hold merged weights and PEFT files; resume = uninterrupted', async () => {
+    const config = microConfig((c) => {
+      c.model.lora = { rank: 4, alpha: 8, modules: ['q_proj', 'v_proj', 'up_proj', 'down_proj'] };
+      c.actor.entropyCoef = 0.01;
+      c.actor.lr = 1e-2;
+      c.train.evalSize = 0;
+    });
+    const storage = memoryStorage();
+    const t = await make(config, { storage });
+    expect(t.reference).toBeNull();
+    expect([...t.policy.trainableParams().keys()].every((n) => n.includes('.lora_'))).toBe(true);
+    const m1 = await t.trainStep();
+    expect(m1['actor/kl_ref_k3']).toBe(0);
+    expect(m1['actor/ppo_kl']).toBe(0);
+    expect(m1['train/skipped_updates']).toBe(0);
+    const base = await t.policy.exportWeights();
+    for (const [name, w] of base) expect(w.data, name).toEqual(initial.tensors.get(name)!.data);
+    await t.saveCheckpoint();
+    const files = await storage.list('checkpoints/step-000001');
+    expect(files).toEqual(expect.arrayContaining(['model.safetensors', 'adapter']));
+    expect(await storage.list('checkpoints/step-000001/adapter')).toEqual([
+      'adapter_config.json',
+      'adapter_model.safetensors',
+    ]);
+    // The merged checkpoint is the adapted policy: its logits equal the policy's.
+    const saved = await loadCheckpoint(
+      memorySource(
+        new Map(
+          await Promise.all(
+            ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json'].map(
+              async (n) => [n, (await storage.read(`checkpoints/step-000001/${n}`))!] as const,
+            ),
+          ),
+        ),
+      ),
+    );
+    const merged = new QwenGpuModel(gpu, saved.config, saved.tensors);
+    const probe = packBatch([[1, 2, 3, 4, 5, 6]]);
+    const a = await t.policy.logits(probe);
+    const b = await merged.logits(probe);
+    let worst = 0;
+    for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i] - b[i]));
+    expect(worst).toBeLessThan(1e-4);
+    merged.release();
+    const m2 = await t.trainStep();
+    expect(m2['actor/kl_ref_k3'] as number).toBeGreaterThan(0);
+    const resumed = await make(config, { storage, resume: true });
+    expect(resumed.step).toBe(1);
+    expect(timeless(await resumed.trainStep())).toEqual(timeless(m2));
+  }, 400_000);
 
   it('a two-step GRPO run end to end: metrics, samples, checkpoints in HF layout, resume continues', async () => {
     const config = microConfig();

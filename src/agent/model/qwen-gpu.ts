@@ -286,6 +286,13 @@ export class QwenGpuModel {
     for (const g of this.grads.values()) this.gpu.fill0(g);
   }
 
+  /** Gradients of the trained parameters (frozen ones may hold scratch gradients backward needed). */
+  trainableGrads(): Map<string, Tensor> {
+    const out = new Map<string, Tensor>();
+    for (const name of this.trainableParams().keys()) out.set(name, this.grad(name));
+    return out;
+  }
+
   /** Parameters that are trained (not frozen), for the optimizer. */
   trainableParams(): Map<string, Tensor> {
     const out = new Map<string, Tensor>();
