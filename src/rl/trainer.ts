@@ -23,6 +23,15 @@
 // an uninterrupted one.
 
 import { type Checkpoint, saveCheckpoint } from '../agent/model/checkpoint.ts';
+import {
+  initLoraWeights,
+  type LoraConfig,
+  loadPeftAdapter,
+  mergeLora,
+  PEFT_CONFIG_FILE,
+  PEFT_WEIGHTS_FILE,
+  savePeftAdapter,
+} from '../agent/model/lora.ts';
 import { QwenGpuModel } from '../agent/model/qwen-gpu.ts';
 import { parseSafetensors, serializeSafetensors, tensorToFloat32 } from '../agent/model/safetensors.ts';
 import { QwenTokenizer } from '../agent/tokenizer/qwen-tokenizer.ts';
@@ -54,15 +63,6 @@ import type { TrainConfig } from './config.ts';
 import { ValueModel } from './critic.ts';
 import { type RolloutEvent, runRollouts, type Trajectory } from './rollout.ts';
 import { buildSftTraces, type SftTrace } from './sft.ts';
-import {
-  initLoraWeights,
-  type LoraConfig,
-  loadPeftAdapter,
-  mergeLora,
-  PEFT_CONFIG_FILE,
-  PEFT_WEIGHTS_FILE,
-  savePeftAdapter,
-} from '../agent/model/lora.ts';
 import { type RunStorage, readText } from './storage.ts';
 
 /** One line of metrics.jsonl: flat numeric keys (and a few strings). */
@@ -409,7 +409,10 @@ export class Trainer {
         if (!Number.isFinite(statsArr[0]) || normInfo.nonFinite || !Number.isFinite(normInfo.norm)) {
           skipped++;
         } else {
-          this.actorOpt.step(this.policy.trainableGrads(), { gradNorm: norm, lr: this.lrAt(step, c.actor.lr) });
+          this.actorOpt.step(this.policy.trainableGrads(), {
+            gradNorm: norm,
+            lr: this.lrAt(step, c.actor.lr),
+          });
         }
         norm.release();
       }

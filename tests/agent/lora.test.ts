@@ -37,7 +37,8 @@ function tiny(name: string): { config: ModelConfig; weights: Weights } {
 function trainedAdapter(config: ModelConfig, lora: LoraConfig, seed: number): Weights {
   const w = initLoraWeights(config, lora, seed);
   let k = 0;
-  for (const t of loraTensors(config, lora)) w.get(t.b)!.data.set(randomArray(t.bShape[0] * t.bShape[1], seed + ++k, 0.2));
+  for (const t of loraTensors(config, lora))
+    w.get(t.b)!.data.set(randomArray(t.bShape[0] * t.bShape[1], seed + ++k, 0.2));
   return w;
 }
 
@@ -76,7 +77,11 @@ describe('LoRA', () => {
   it('gradients of A and B match finite differences of the float64 reference; the base gets none', async () => {
     const gpu = await getTestGpu();
     const { config, weights } = tiny('tiny-qwen3-v512');
-    const lora: LoraConfig = { rank: 2, alpha: 6, modules: ['q_proj', 'v_proj', 'o_proj', 'up_proj', 'down_proj'] };
+    const lora: LoraConfig = {
+      rank: 2,
+      alpha: 6,
+      modules: ['q_proj', 'v_proj', 'o_proj', 'up_proj', 'down_proj'],
+    };
     const adapter = trainedAdapter(config, lora, 5);
     const model = new QwenGpuModel(gpu, config, weights);
     model.addLora(lora, adapter);
@@ -161,7 +166,9 @@ describe('LoRA', () => {
       };
       const fd = (at(eps) - at(-eps)) / (2 * eps);
       const got = grads.get(name)![idx];
-      expect(Math.abs(got - fd), `${name}[${idx}] gpu ${got} fd ${fd}`).toBeLessThanOrEqual(2e-3 * maxAbs + 2e-3 * Math.abs(fd));
+      expect(Math.abs(got - fd), `${name}[${idx}] gpu ${got} fd ${fd}`).toBeLessThanOrEqual(
+        2e-3 * maxAbs + 2e-3 * Math.abs(fd),
+      );
     }
     model.release();
   });
@@ -171,7 +178,13 @@ describe('LoRA', () => {
     const adapter = trainedAdapter(config, LORA, 7);
     const files = savePeftAdapter({ config, lora: LORA, tensors: adapter, baseModel: 'qwen-tiny' });
     const json = JSON.parse(new TextDecoder().decode(files.get(PEFT_CONFIG_FILE)));
-    expect(json).toMatchObject({ peft_type: 'LORA', r: 4, lora_alpha: 8, task_type: 'CAUSAL_LM', bias: 'none' });
+    expect(json).toMatchObject({
+      peft_type: 'LORA',
+      r: 4,
+      lora_alpha: 8,
+      task_type: 'CAUSAL_LM',
+      bias: 'none',
+    });
     expect(json.target_modules).toEqual([...LORA_MODULES]);
     const st = parseSafetensors(files.get(PEFT_WEIGHTS_FILE)!, PEFT_WEIGHTS_FILE);
     expect(st.tensors.has('base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight')).toBe(true);
@@ -180,13 +193,16 @@ describe('LoRA', () => {
     for (const [name, t] of adapter) expect(back.tensors.get(name)!.data).toEqual(t.data);
 
     const edit = (patch: Record<string, unknown>) =>
-      new Map([...files, [PEFT_CONFIG_FILE, new TextEncoder().encode(JSON.stringify({ ...json, ...patch }))]]);
+      new Map([
+        ...files,
+        [PEFT_CONFIG_FILE, new TextEncoder().encode(JSON.stringify({ ...json, ...patch }))],
+      ]);
     expect(() => loadPeftAdapter(config, edit({ peft_type: 'IA3' }))).toThrow(CheckpointError);
     expect(() => loadPeftAdapter(config, edit({ use_dora: true }))).toThrow(/DoRA/);
     expect(() => loadPeftAdapter(config, edit({ target_modules: ['lm_head'] }))).toThrow(/lm_head/);
     expect(() => loadPeftAdapter(config, edit({ r: 8 }))).toThrow(/\[8, 64\]|is \[4/);
-    expect(() => loadPeftAdapter(config, new Map([[PEFT_CONFIG_FILE, files.get(PEFT_CONFIG_FILE)!]]))).toThrow(
-      /adapter_model\.safetensors/,
-    );
+    expect(() =>
+      loadPeftAdapter(config, new Map([[PEFT_CONFIG_FILE, files.get(PEFT_CONFIG_FILE)!]])),
+    ).toThrow(/adapter_model\.safetensors/);
   });
 });

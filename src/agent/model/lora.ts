@@ -18,7 +18,15 @@ import {
 } from './safetensors.ts';
 import { hash32, mulberry32 } from './tiny-checkpoints.ts';
 
-export const LORA_MODULES = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
+export const LORA_MODULES = [
+  'q_proj',
+  'k_proj',
+  'v_proj',
+  'o_proj',
+  'gate_proj',
+  'up_proj',
+  'down_proj',
+] as const;
 export type LoraModule = (typeof LORA_MODULES)[number];
 
 export interface LoraConfig {
@@ -86,11 +94,13 @@ export function loraTensors(
 }
 
 export function checkLoraConfig(lora: LoraConfig): void {
-  if (!Number.isInteger(lora.rank) || lora.rank < 1) throw new Error(`LoRA rank must be an integer >= 1, got ${lora.rank}`);
+  if (!Number.isInteger(lora.rank) || lora.rank < 1)
+    throw new Error(`LoRA rank must be an integer >= 1, got ${lora.rank}`);
   if (!(lora.alpha > 0)) throw new Error(`LoRA alpha must be > 0, got ${lora.alpha}`);
   if (lora.modules.length === 0) throw new Error('LoRA needs at least one target module');
   for (const m of lora.modules)
-    if (!LORA_MODULES.includes(m)) throw new Error(`LoRA target module "${m}" is not one of ${LORA_MODULES.join(', ')}`);
+    if (!LORA_MODULES.includes(m))
+      throw new Error(`LoRA target module "${m}" is not one of ${LORA_MODULES.join(', ')}`);
 }
 
 /** A fresh adapter: A uniform in ±1/√in (PEFT's kaiming_uniform with a = √5), B = 0. */
@@ -125,7 +135,8 @@ export function mergeLora(
     const w = base.get(`${t.module}.weight`);
     const A = adapter.get(t.a)?.data;
     const B = adapter.get(t.b)?.data;
-    if (!w || !A || !B) throw new Error(`mergeLora: ${!w ? `${t.module}.weight` : !A ? t.a : t.b} is missing`);
+    if (!w || !A || !B)
+      throw new Error(`mergeLora: ${!w ? `${t.module}.weight` : !A ? t.a : t.b} is missing`);
     const [o, i] = [t.bShape[0], t.aShape[1]];
     const r = lora.rank;
     const merged = new Float32Array(w.data);
@@ -197,12 +208,18 @@ export function loadPeftAdapter(
   } catch (e) {
     throw new CheckpointError(PEFT_CONFIG_FILE, `not JSON: ${(e as Error).message}`);
   }
-  if (json.peft_type !== 'LORA') throw new CheckpointError(PEFT_CONFIG_FILE, `peft_type ${JSON.stringify(json.peft_type)} is not "LORA"`);
+  if (json.peft_type !== 'LORA')
+    throw new CheckpointError(PEFT_CONFIG_FILE, `peft_type ${JSON.stringify(json.peft_type)} is not "LORA"`);
   if (json.bias !== undefined && json.bias !== 'none')
-    throw new CheckpointError(PEFT_CONFIG_FILE, `bias ${JSON.stringify(json.bias)} is not supported (only "none")`);
-  if (json.fan_in_fan_out === true) throw new CheckpointError(PEFT_CONFIG_FILE, 'fan_in_fan_out: true is not supported');
+    throw new CheckpointError(
+      PEFT_CONFIG_FILE,
+      `bias ${JSON.stringify(json.bias)} is not supported (only "none")`,
+    );
+  if (json.fan_in_fan_out === true)
+    throw new CheckpointError(PEFT_CONFIG_FILE, 'fan_in_fan_out: true is not supported');
   if (json.use_dora === true) throw new CheckpointError(PEFT_CONFIG_FILE, 'DoRA adapters are not supported');
-  if (json.use_rslora === true) throw new CheckpointError(PEFT_CONFIG_FILE, 'rsLoRA scaling is not supported');
+  if (json.use_rslora === true)
+    throw new CheckpointError(PEFT_CONFIG_FILE, 'rsLoRA scaling is not supported');
   const targets = json.target_modules;
   const modules = (Array.isArray(targets) ? targets : []) as LoraModule[];
   const lora: LoraConfig = { rank: Number(json.r), alpha: Number(json.lora_alpha), modules };
@@ -217,7 +234,8 @@ export function loadPeftAdapter(
   const wanted = new Set(expected.flatMap((t) => [t.a, t.b]));
   for (const name of file.tensors.keys()) {
     const short = name.startsWith(PEFT_PREFIX) ? name.slice(PEFT_PREFIX.length) : name;
-    if (!wanted.has(short)) throw new CheckpointError(PEFT_WEIGHTS_FILE, `unexpected tensor '${name}' for this model and config`);
+    if (!wanted.has(short))
+      throw new CheckpointError(PEFT_WEIGHTS_FILE, `unexpected tensor '${name}' for this model and config`);
   }
   for (const t of expected)
     for (const [name, shape] of [

@@ -228,7 +228,10 @@ export class QwenGpuModel {
    * Adds LoRA adapters (A/B as given, e.g. initLoraWeights or a PEFT file) and freezes every base
    * weight: from now on only the adapters are trainable.
    */
-  addLora(config: LoraConfig, tensors: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>): void {
+  addLora(
+    config: LoraConfig,
+    tensors: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>,
+  ): void {
     if (this.lora) throw new Error('QwenGpuModel: the model already has LoRA adapters');
     const list = loraTensors(this.config, config);
     for (const t of list)

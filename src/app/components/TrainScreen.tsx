@@ -49,6 +49,7 @@ export function TrainScreen() {
   const running = state?.running ?? false;
   const active = state !== null && state.runId !== '';
   const busy = running;
+  const trainConfigLoraRank = useLab((s) => s.trainConfig.model.lora.rank);
 
   useEffect(() => {
     void refreshRuns();
@@ -91,6 +92,18 @@ export function TrainScreen() {
             hint="G: episodes per question; group methods compare them"
           />
           <NumberField path="actor.lr" label="learning rate" disabled={busy || active} />
+          <NumberField
+            path="model.lora.rank"
+            label="LoRA rank (0 = full)"
+            disabled={busy || active}
+            hint="0: full fine-tuning; r > 0: LoRA adapters of rank r on q/k/v/o/gate/up/down, the base frozen, the KL reference = the base without adapters"
+          />
+          <NumberField
+            path="model.lora.alpha"
+            label="LoRA alpha"
+            disabled={busy || active || trainConfigLoraRank === 0}
+            hint="adapter scale alpha / rank"
+          />
           <NumberField
             path="rollout.temperature"
             label="temperature"
