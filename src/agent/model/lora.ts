@@ -189,7 +189,7 @@ export function savePeftAdapter(input: {
   };
   return new Map([
     [PEFT_CONFIG_FILE, new TextEncoder().encode(`${JSON.stringify(adapterConfig, null, 2)}\n`)],
-    [PEFT_WEIGHTS_FILE, serializeSafetensors(toWrite)],
+    [PEFT_WEIGHTS_FILE, serializeSafetensors(toWrite, PT_FORMAT_METADATA, PEFT_WEIGHTS_FILE)],
   ]);
 }
 
