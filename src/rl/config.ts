@@ -50,6 +50,8 @@ export interface TrainConfig {
      * with the base frozen; the KL reference is then the base with the adapters off (no second copy).
      */
     lora: { rank: number; alpha: number; modules: LoraModule[] };
+    /** Recompute each layer's activations in backward instead of keeping them (less memory, ~1 more forward). */
+    recomputeActivations: boolean;
   };
   task: {
     kind: 'synthetic';
@@ -161,7 +163,11 @@ export interface TrainConfig {
 export const DEFAULT_CONFIG: TrainConfig = {
   name: 'run',
   seed: 1,
-  model: { path: 'public/models/qwen-tiny', lora: { rank: 0, alpha: 16, modules: [...LORA_MODULES] } },
+  model: {
+    path: 'public/models/qwen-tiny',
+    lora: { rank: 0, alpha: 16, modules: [...LORA_MODULES] },
+    recomputeActivations: false,
+  },
   task: {
     kind: 'synthetic',
     preset: 'compact',
@@ -280,6 +286,7 @@ const CHECKS: Record<string, Check> = {
   'model.lora.rank': int(0),
   'model.lora.alpha': positive,
   'model.lora.modules': arrayOf(oneOf([...LORA_MODULES]), 1),
+  'model.recomputeActivations': bool,
   'task.kind': oneOf(['synthetic']),
   'task.preset': oneOf(['default', 'compact']),
   'task.seed': int(0, 2 ** 31),

@@ -164,6 +164,7 @@ export class Trainer {
     this.tokenizer = QwenTokenizer.fromFiles(initial.tokenizerFiles);
     const weights = new Map([...initial.tensors].map(([k, t]) => [k, { shape: t.shape, data: t.data }]));
     this.policy = new QwenGpuModel(gpu, initial.config, weights);
+    this.policy.recomputeActivations = config.model.recomputeActivations;
     const lora = this.loraConfig;
     if (lora) {
       this.policy.addLora(lora, initLoraWeights(initial.config, lora, hash32(`${config.seed}:lora`)));

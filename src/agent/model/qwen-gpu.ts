@@ -109,7 +109,10 @@ export interface HiddenActivations {
   seg: Tensor;
   pos: Tensor;
   ids: Tensor;
-  layers: LayerActivations[];
+  /** Each layer's activations; null where recomputation keeps only the layer's input. */
+  layers: (LayerActivations | null)[];
+  /** With recomputation: each layer's input (the residual stream), until its backward. */
+  inputs: (Tensor | null)[];
   xFinal: Tensor; // residual stream after the last layer    [N, D]
   hFinal: Tensor; // final rmsnorm                            [N, D]
   rstdFinal: Tensor;
@@ -193,6 +196,12 @@ export class QwenGpuModel {
   lora: { config: LoraConfig; scale: number; modules: Set<string> } | null = null;
   /** false: the adapters are bypassed (the base model: the KL reference without a second copy). */
   adaptersEnabled = true;
+  /**
+   * Activation recomputation: the training forward keeps only each layer's input and backward runs
+   * the layer's forward again before its backward. Same gradients (bit for bit), activation memory of
+   * one layer instead of all of them, about one more forward of compute.
+   */
+  recomputeActivations = false;
 
   constructor(
     gpu: Gpu,
@@ -509,11 +518,21 @@ export class QwenGpuModel {
     const gpu = this.gpu;
     const t = this.uploadBatch(batch);
     let x = embedding(gpu, this.p('model.embed_tokens.weight'), t.ids, { seg: t.seg });
-    const layers: LayerActivations[] = [];
+    const layers: (LayerActivations | null)[] = [];
+    const inputs: (Tensor | null)[] = [];
+    const recompute = this.recomputeActivations;
     for (let l = 0; l < this.config.numLayers; l++) {
       const act = this.layerForward(l, x, t.seg, t.pos, batch.B);
-      layers.push(act);
-      x = this.layerOutput(l, act);
+      const next = this.layerOutput(l, act);
+      if (recompute) {
+        inputs.push(act.x);
+        releaseLayer({ ...act, x: null });
+        layers.push(null);
+      } else {
+        inputs.push(null);
+        layers.push(act);
+      }
+      x = next;
     }
     const { y: hFinal, rstd: rstdFinal } = rmsnorm(gpu, x, this.p('model.norm.weight'), {
       eps: this.config.rmsNormEps,
@@ -522,11 +541,13 @@ export class QwenGpuModel {
       batch,
       ...t,
       layers,
+      inputs,
       xFinal: x,
       hFinal,
       rstdFinal,
       release() {
-        for (const act of layers) releaseLayer(act);
+        for (const act of layers) if (act) releaseLayer(act);
+        for (const z of inputs) z?.release();
         for (const z of [x, hFinal, rstdFinal, t.ids, t.seg, t.pos]) z.release();
       },
     };
@@ -666,7 +687,18 @@ export class QwenGpuModel {
       accumulateDw: true,
     });
     for (let l = this.config.numLayers - 1; l >= 0; l--) {
-      this.layerBackward(l, fwd.layers[l], dx, fwd.seg, fwd.pos, B);
+      const kept = fwd.layers[l];
+      if (kept) {
+        this.layerBackward(l, kept, dx, fwd.seg, fwd.pos, B);
+        continue;
+      }
+      // Recompute: the layer's forward again from its input (layerOutput too: it keeps down_proj's
+      // LoRA branch), then its backward, then free all of it, the input included.
+      const act = this.layerForward(l, fwd.inputs[l]!, fwd.seg, fwd.pos, B);
+      this.layerOutput(l, act).release();
+      this.layerBackward(l, act, dx, fwd.seg, fwd.pos, B);
+      releaseLayer(act);
+      fwd.inputs[l] = null;
     }
     // Frozen tensors are not stepped by the optimizer; the embedding and LM head (the largest) also
     // skip their gradient computation. Other frozen weights still get gradients (dX needs the pass).
@@ -824,7 +856,7 @@ export class QwenGpuModel {
   }
 }
 
-function releaseLayer(a: LayerActivations): void {
+function releaseLayer(a: Omit<LayerActivations, 'x'> & { x: Tensor | null }): void {
   for (const t of [
     a.x,
     a.h,
