@@ -641,10 +641,12 @@ export class QwenGpuModel {
   backward(fwd: ForwardActivations, gLogprob: Tensor | null, gEntropy: Tensor | null = null): void {
     const gpu = this.gpu;
     const headName = this.lmHeadName;
+    // A frozen head (LoRA) gets no gradient tensor at all: [V, D] is the model's largest.
+    const trainHead = !this.frozen.has(headName);
     const headOptions = {
-      dW: this.grad(headName),
-      accumulateDw: true,
-      computeDw: !this.frozen.has(headName),
+      dW: trainHead ? this.grad(headName) : undefined,
+      accumulateDw: trainHead,
+      computeDw: trainHead,
     };
     if (fwd.compact) {
       // Gather the active rows' gradients, back through the head on those rows, scatter dh.
