@@ -155,6 +155,11 @@ export interface TrainConfig {
     saveTrajectories: number;
     /** Stop after this many minutes of wall time (0 = no limit); the last step finishes first. */
     maxMinutes: number;
+    /**
+     * Refuse to start when the memory planner (src/agent/model/memory-plan.ts) predicts a larger peak
+     * of GPU memory, in MiB (0 = no budget).
+     */
+    memoryBudgetMiB: number;
     /** Learning-rate warm-up steps (linear from 0). */
     warmupSteps: number;
   };
@@ -217,6 +222,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     checkpointEvery: 10,
     saveTrajectories: 4,
     maxMinutes: 0,
+    memoryBudgetMiB: 0,
     warmupSteps: 0,
   },
 };
@@ -342,6 +348,7 @@ const CHECKS: Record<string, Check> = {
   'train.checkpointEvery': int(0),
   'train.saveTrajectories': int(0),
   'train.maxMinutes': num(0),
+  'train.memoryBudgetMiB': num(0),
   'train.warmupSteps': int(0),
 };
 

@@ -32,6 +32,7 @@ import {
   PEFT_WEIGHTS_FILE,
   savePeftAdapter,
 } from '../agent/model/lora.ts';
+import { describeMemoryPlan } from '../agent/model/memory-plan.ts';
 import { QwenGpuModel } from '../agent/model/qwen-gpu.ts';
 import { parseSafetensors, serializeSafetensors, tensorToFloat32 } from '../agent/model/safetensors.ts';
 import { QwenTokenizer } from '../agent/tokenizer/qwen-tokenizer.ts';
@@ -61,6 +62,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { buildTrainingBatch, sliceRows, type TrainableEpisode, type TrainingBatch } from './batch.ts';
 import type { TrainConfig } from './config.ts';
 import { ValueModel } from './critic.ts';
+import { trainingMemoryPlan } from './memory.ts';
 import { type RolloutEvent, runRollouts, type Trajectory } from './rollout.ts';
 import { buildSftTraces, type SftTrace } from './sft.ts';
 import { type RunStorage, readText } from './storage.ts';
@@ -131,6 +133,8 @@ export function trajectoryEpisode(t: Trajectory, processWeight: number): Trainab
 export function episodeReward(t: Trajectory, processWeight: number): number {
   return (t.outcome?.outcome ?? 0) + processWeight * t.processRewards.reduce((s, p) => s + p.total, 0);
 }
+
+export { trainingMemoryPlan } from './memory.ts';
 
 export class Trainer {
   readonly gpu: Gpu;
@@ -221,6 +225,14 @@ export class Trainer {
   ): Promise<Trainer> {
     if (initial.tokenizerFiles.size === 0)
       throw new Error(`the model at ${config.model.path} has no tokenizer files`);
+    const budget = config.train.memoryBudgetMiB * 1024 * 1024;
+    const plan = trainingMemoryPlan(initial.config, config);
+    if (budget > 0 && plan.peak > budget)
+      throw new Error(
+        `the memory planner predicts ${describeMemoryPlan(plan)}, over train.memoryBudgetMiB ` +
+          `(${config.train.memoryBudgetMiB} MiB): lower rollout.questionsPerStep × rollout.samplesPerQuestion ` +
+          `or rollout.maxTotalTokens, train LoRA adapters (model.lora.rank), or set model.recomputeActivations`,
+      );
     const trainer = new Trainer(gpu, config, initial, options.storage ?? null);
     if (options.resume) {
       if (!options.storage) throw new Error('resume needs the run folder');

@@ -449,8 +449,6 @@ export class LabEngine implements EngineApi {
         bytesRead: progress.files().reduce((n, f) => n + f.loaded, 0),
         parameters,
         gpuBytes: parameters * 4,
-        // policy + frozen reference + gradients + AdamW's two moments, f32 (activations come on top)
-        trainBytesEstimate: parameters * 4 * 5,
         fit,
         warnings: ckpt.warnings,
         ignoredFiles: ignored,

@@ -65,8 +65,6 @@ export interface ModelInfo {
   parameters: number;
   /** Bytes of the f32 weights on the GPU. */
   gpuBytes: number;
-  /** Estimated GPU bytes to train it with AdamW (policy, reference, grads, two moments). */
-  trainBytesEstimate: number;
   fit: AdapterFit;
   warnings: string[];
   ignoredFiles: string[];

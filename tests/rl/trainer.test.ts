@@ -14,7 +14,7 @@ import { type AlgorithmName, parseConfigText, type TrainConfig } from '../../src
 import { runTraining } from '../../src/rl/run.ts';
 import { buildSftTraces } from '../../src/rl/sft.ts';
 import { memoryStorage, readText } from '../../src/rl/storage.ts';
-import { type StepMetrics, Trainer } from '../../src/rl/trainer.ts';
+import { type StepMetrics, Trainer, trainingMemoryPlan } from '../../src/rl/trainer.ts';
 import { getTestGpu } from '../helpers/gpu.ts';
 
 let gpu: Gpu;
@@ -236,6 +236,19 @@ describe('trainer', () => {
     expect(resumed.step).toBe(1);
     expect(timeless(await resumed.trainStep())).toEqual(timeless(m2));
   }, 400_000);
+
+  it('refuses a run over train.memoryBudgetMiB before allocating anything, naming what to change', async () => {
+    const before = gpu.stats.liveBytes;
+    const config = microConfig((c) => (c.train.memoryBudgetMiB = 1));
+    await expect(Trainer.create(gpu, config, initial)).rejects.toThrow(
+      /memory planner predicts about [\d.]+ [KMG]i?B at the peak .*over train\.memoryBudgetMiB \(1 MiB\).*model\.lora\.rank/,
+    );
+    expect(gpu.stats.liveBytes).toBe(before);
+    const plan = trainingMemoryPlan(initial.config, microConfig());
+    const fits = microConfig((c) => (c.train.memoryBudgetMiB = Math.ceil(plan.peak / 2 ** 20)));
+    const t = await make(fits);
+    expect(t.step).toBe(0);
+  });
 
   it('a two-step GRPO run end to end: metrics, samples, checkpoints in HF layout, resume continues', async () => {
     const config = microConfig();

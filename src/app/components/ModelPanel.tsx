@@ -1,5 +1,7 @@
 import { type DragEvent, useEffect, useState } from 'react';
+import { describeMemoryPlan } from '../../agent/model/memory-plan.ts';
 import { formatBytes } from '../../gpu/errors.ts';
+import { trainingMemoryPlan } from '../../rl/memory.ts';
 import { droppedFiles } from '../browser-files.ts';
 import { type ModelInfo, useLab, type WeightsDtype } from '../store.ts';
 import { OnnxExport } from './OnnxExport.tsx';
@@ -211,6 +213,8 @@ function LoadProgress() {
 
 function ModelDetails({ model }: { model: ModelInfo }) {
   const c = model.config;
+  const trainConfig = useLab((s) => s.trainConfig);
+  const plan = trainingMemoryPlan(c, trainConfig);
   const gpuLive = useLab((s) => s.gpuLiveBytes);
   const download = useLab((s) => s.download);
   const downloadWeights = useLab((s) => s.downloadWeights);
@@ -257,10 +261,13 @@ function ModelDetails({ model }: { model: ModelInfo }) {
         <dt>to train it</dt>
         <dd
           data-testid="model-train-memory"
-          title="policy, frozen reference, gradients and AdamW's two moments in f32"
+          title="the memory planner (src/agent/model/memory-plan.ts) for the Train screen's settings: weights, KL reference, AdamW moments, activations, gradients and the backward's scratch, every episode padded to the token budget"
         >
-          about {formatBytes(model.trainBytesEstimate)} for weights, reference, gradients and optimizer state,
-          plus activations (they grow with episodes per step × episode length)
+          {describeMemoryPlan(plan)}, for{' '}
+          {trainConfig.rollout.questionsPerStep * trainConfig.rollout.samplesPerQuestion} episodes of up to{' '}
+          {trainConfig.rollout.maxTotalTokens} tokens,{' '}
+          {trainConfig.model.lora.rank > 0 ? `LoRA rank ${trainConfig.model.lora.rank}` : 'full fine-tuning'}
+          {trainConfig.model.recomputeActivations ? ', recomputation on' : ''} (Train screen)
         </dd>
         <dt>largest binding</dt>
         <dd>
