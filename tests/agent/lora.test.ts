@@ -21,7 +21,7 @@ import { packBatch, QwenGpuModel } from '../../src/agent/model/qwen-gpu.ts';
 import { parseSafetensors } from '../../src/agent/model/safetensors.ts';
 import { tinyCheckpoint, tinySpec } from '../../src/agent/model/tiny-checkpoints.ts';
 import { getTestGpu, randomArray } from '../helpers/gpu.ts';
-import { qwenForward } from '../reference/qwen-ref.ts';
+import { referenceLoss } from '../reference/qwen-ref.ts';
 import { maxAbsDiff } from './helpers.ts';
 
 type Weights = Map<string, { shape: number[]; data: Float32Array }>;
@@ -130,21 +130,7 @@ describe('LoRA', () => {
           }
         m.set(`${t.module}.weight`, { shape: [o, i], data: out as unknown as Float32Array });
       }
-      let total = 0;
-      let n = 0;
-      const V = config.vocabSize;
-      for (const seq of seqs) {
-        const { logits } = qwenForward(config, m, seq);
-        for (let p = 0; p + 1 < seq.length; p++) {
-          let max = Number.NEGATIVE_INFINITY;
-          for (let j = 0; j < V; j++) max = Math.max(max, logits[p * V + j]);
-          let sum = 0;
-          for (let j = 0; j < V; j++) sum += Math.exp(logits[p * V + j] - max);
-          total -= logits[p * V + seq[p + 1]] - max - Math.log(sum);
-          n++;
-        }
-      }
-      return total / n;
+      return referenceLoss(config, m, seqs);
     };
     const probes: [string, number][] = [];
     for (const t of loraTensors(config, lora).filter((_, k) => k % 3 === 0))

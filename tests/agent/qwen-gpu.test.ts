@@ -9,7 +9,7 @@ import { memorySource } from '../../src/agent/model/sources.ts';
 import { tinyCheckpoint, tinySpec } from '../../src/agent/model/tiny-checkpoints.ts';
 import { AdamW } from '../../src/gpu/kernels/optimizer.ts';
 import { getTestGpu, randomArray } from '../helpers/gpu.ts';
-import { qwenForward } from '../reference/qwen-ref.ts';
+import { qwenForward, referenceLoss } from '../reference/qwen-ref.ts';
 import {
   type DecoderParamName,
   decoderLayerGradsTf,
@@ -214,25 +214,6 @@ describe('QwenGpuModel KV-cache generation', () => {
     model.release();
   });
 });
-
-/** Mean next-token NLL over the real tokens of row b, in f64 from the reference (for finite differences). */
-function referenceLoss(config: ModelConfig, weights: Weights, seqs: number[][]): number {
-  let total = 0;
-  let count = 0;
-  const V = config.vocabSize;
-  for (const seq of seqs) {
-    const { logits } = qwenForward(config, weights, seq);
-    for (let i = 0; i + 1 < seq.length; i++) {
-      let max = Number.NEGATIVE_INFINITY;
-      for (let j = 0; j < V; j++) max = Math.max(max, logits[i * V + j]);
-      let sum = 0;
-      for (let j = 0; j < V; j++) sum += Math.exp(logits[i * V + j] - max);
-      total -= logits[i * V + seq[i + 1]] - max - Math.log(sum);
-      count++;
-    }
-  }
-  return total / count;
-}
 
 function nextTokenTargets(batch: TokenBatch): { targets: Uint32Array; mask: Uint32Array; count: number } {
   const N = batch.B * batch.T;

@@ -1,7 +1,7 @@
 // Shared e2e plumbing: serve the built app (dist/) on a free localhost port with Vite's preview
 // server and drive Debian's chromium through playwright-core.
 import { mkdirSync } from 'node:fs';
-import { type Browser, chromium } from 'playwright-core';
+import { type Browser, chromium, type Page } from 'playwright-core';
 import { type PreviewServer, preview } from 'vite';
 
 export const ARTIFACTS = 'test-artifacts';
@@ -31,4 +31,13 @@ export async function launchChromium(webgpu: boolean): Promise<Browser> {
   if (webgpu) args.push('--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader');
   else args.push('--disable-gpu', '--disable-features=WebGPU');
   return chromium.launch({ executablePath: CHROMIUM, headless: true, args });
+}
+
+/** Loads a bundled model on the Model screen and waits until the page says it is loaded. */
+export async function loadBundledModel(page: Page, name: string): Promise<void> {
+  await page.getByTestId('nav-model').click();
+  await page.getByTestId('bundled-select').locator(`option[value="${name}"]`).waitFor({ state: 'attached' });
+  await page.getByTestId('bundled-select').selectOption(name);
+  await page.getByTestId('load-bundled').click();
+  await page.getByTestId('model-loaded').filter({ hasText: name }).waitFor({ timeout: 90_000 });
 }

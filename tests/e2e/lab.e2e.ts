@@ -23,7 +23,7 @@ import type { PreviewServer } from 'vite';
 import { loadCheckpoint } from '../../src/agent/model/checkpoint.ts';
 import { directorySource } from '../../src/agent/model/node-fs.ts';
 import { memorySource } from '../../src/agent/model/sources.ts';
-import { ARTIFACTS, launchChromium, startPreview } from './browser.ts';
+import { ARTIFACTS, launchChromium, loadBundledModel, startPreview } from './browser.ts';
 import { readStoredZip } from './unzip.ts';
 
 // LAB_E2E_MODEL: another bundled folder (e.g. a warm-start checkpoint copied to public/models/).
@@ -65,14 +65,6 @@ async function shot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: `${ARTIFACTS}/lab-${name}.png`, fullPage: true });
 }
 
-async function loadModel(page: Page): Promise<void> {
-  await page.getByTestId('nav-model').click();
-  await page.getByTestId('bundled-select').locator(`option[value="${MODEL}"]`).waitFor({ state: 'attached' });
-  await page.getByTestId('bundled-select').selectOption(MODEL);
-  await page.getByTestId('load-bundled').click();
-  await page.getByTestId('model-loaded').filter({ hasText: MODEL }).waitFor({ timeout: 90_000 });
-}
-
 async function download(page: Page, testId: string): Promise<{ name: string; bytes: Buffer }> {
   const [d] = await Promise.all([page.waitForEvent('download'), page.getByTestId(testId).first().click()]);
   const path = join(ARTIFACTS, d.suggestedFilename());
@@ -102,7 +94,7 @@ test('the lab: stepper, inspector, training with charts, downloads and resume af
     await page.goto(url);
 
     // 1. The bundled model.
-    await loadModel(page);
+    await loadBundledModel(page, MODEL);
     assert.match((await page.getByTestId('model-train-memory').textContent()) ?? '', /about [\d.]+ [KMG]i?B/);
     lap(`${MODEL} loaded`);
     await shot(page, 'model');

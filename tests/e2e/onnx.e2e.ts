@@ -8,7 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { PreviewServer } from 'vite';
-import { ARTIFACTS, launchChromium, startPreview } from './browser.ts';
+import { ARTIFACTS, launchChromium, loadBundledModel, startPreview } from './browser.ts';
 import { readStoredZip } from './unzip.ts';
 
 let server: PreviewServer;

@@ -325,3 +325,26 @@ export function tokenLogProbs(logits: Float64Array, V: number, targets: readonly
   for (let t = 0; t < targets.length; t++) out[t] = logSoftmax(logitsRow(logits, V, t))[targets[t]];
   return out;
 }
+
+/** Mean next-token NLL over every position of the sequences, in f64 (for finite differences). */
+export function referenceLoss(
+  config: ModelConfig,
+  weights: Weights,
+  seqs: readonly (readonly number[])[],
+): number {
+  let total = 0;
+  let count = 0;
+  const V = config.vocabSize;
+  for (const seq of seqs) {
+    const { logits } = qwenForward(config, weights, seq);
+    for (let i = 0; i + 1 < seq.length; i++) {
+      let max = Number.NEGATIVE_INFINITY;
+      for (let j = 0; j < V; j++) max = Math.max(max, logits[i * V + j]);
+      let sum = 0;
+      for (let j = 0; j < V; j++) sum += Math.exp(logits[i * V + j] - max);
+      total -= logits[i * V + seq[i + 1]] - max - Math.log(sum);
+      count++;
+    }
+  }
+  return total / count;
+}
