@@ -34,14 +34,7 @@ test('the lab exports qwen-tiny to ONNX and onnxruntime-web (WebGPU) decodes it 
     const errors: string[] = [];
     page.on('pageerror', (e) => errors.push(String(e)));
     await page.goto(url);
-    await page.getByTestId('nav-model').click();
-    await page
-      .getByTestId('bundled-select')
-      .locator('option[value="qwen-tiny"]')
-      .waitFor({ state: 'attached' });
-    await page.getByTestId('bundled-select').selectOption('qwen-tiny');
-    await page.getByTestId('load-bundled').click();
-    await page.getByTestId('model-loaded').filter({ hasText: 'qwen-tiny' }).waitFor({ timeout: 90_000 });
+    await loadBundledModel(page, 'qwen-tiny');
 
     const row = page.getByTestId('onnx-model');
     const [d] = await Promise.all([page.waitForEvent('download'), row.getByTestId('download-onnx').click()]);
