@@ -662,7 +662,9 @@ function toTypedArray(
   data: ArrayLike<number> | ArrayBufferView,
   dtype: DType,
 ): Float32Array | Uint32Array | Int32Array | Uint16Array {
-  const want = { f32: Float32Array, u32: Uint32Array, i32: Int32Array, f16: Uint16Array }[dtype];
+  const want = { f32: Float32Array, u32: Uint32Array, i32: Int32Array, f16: Uint16Array, bf16: Uint16Array }[
+    dtype
+  ];
   if (data instanceof want) return data;
   if (ArrayBuffer.isView(data)) {
     if (data instanceof DataView) throw new Error('write: DataView is not supported; pass a typed array');
@@ -684,6 +686,7 @@ function fromBytes(
     case 'i32':
       return new Int32Array(bytes, 0, count);
     case 'f16':
+    case 'bf16':
       return new Uint16Array(bytes, 0, count);
   }
 }

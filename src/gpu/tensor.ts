@@ -1,14 +1,16 @@
 // A tensor is a GPU storage buffer plus a shape and a dtype. Buffers come from the runtime's pool,
 // so `release()` hands the buffer back for reuse instead of destroying it.
 
-export type DType = 'f32' | 'f16' | 'u32' | 'i32';
+// f16 and bf16 tensors hold raw 16-bit patterns (Uint16Array on the CPU); kernels that read them as
+// frozen weights widen to f32 (src/gpu/kernels/half.ts).
+export type DType = 'f32' | 'f16' | 'bf16' | 'u32' | 'i32';
 
-export const DTYPE_BYTES: Record<DType, number> = { f32: 4, f16: 2, u32: 4, i32: 4 };
+export const DTYPE_BYTES: Record<DType, number> = { f32: 4, f16: 2, bf16: 2, u32: 4, i32: 4 };
 
 export type TypedArrayFor<D extends DType> = D extends 'f32'
   ? Float32Array
-  : D extends 'f16'
-    ? Uint16Array // raw half-precision bits; see f16ToF32/f32ToF16 in the model loader
+  : D extends 'f16' | 'bf16'
+    ? Uint16Array // raw 16-bit patterns; see src/agent/model/dtype.ts for the conversions
     : D extends 'u32'
       ? Uint32Array
       : Int32Array;

@@ -39,6 +39,9 @@ struct FwdParams {
 @group(0) @binding(0) var<storage, read> f_ids: array<u32>;
 @group(0) @binding(1) var<storage, read> f_seg: array<u32>;
 @group(0) @binding(2) var<storage, read> f_table: array<f32>; // rows [v0, v1) of E
+// The table is read only through load_table: src/gpu/kernels/half.ts rewrites both lines for f16 /
+// bf16 tables (frozen weights).
+fn load_table(i: u32) -> f32 { return f_table[i]; }
 @group(0) @binding(3) var<storage, read_write> f_out: array<f32>;
 @group(0) @binding(4) var<uniform> fp: FwdParams;
 
@@ -60,7 +63,7 @@ fn embedding_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     return;
   }
   if (id < fp.v0 || id >= fp.v1) { return; } // another chunk's row
-  f_out[i] = f_table[(id - fp.v0) * fp.D + j];
+  f_out[i] = load_table((id - fp.v0) * fp.D + j);
 }
 
 struct BwdParams {

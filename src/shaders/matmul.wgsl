@@ -15,6 +15,8 @@
 //  - matmul_skinny: M <= 4 (a decode step's LM head and projections): one invocation per output
 //    column owns all ROWS rows, so no work goes to clamped duplicate rows (regblock at M = 1 did 4x
 //    the FMAs and loads).
+// B may hold frozen weights in half precision: it is read only through load_b, which
+// src/gpu/kernels/half.ts rewrites for f16 / bf16 storage (the products stay f32).
 // Out-of-range rows/columns are clamped on load (valid memory, result discarded on store) so the
 // inner loops have no branches; any M, N, K works, not only tile multiples.
 
@@ -32,6 +34,7 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> A: array<f32>;
 @group(0) @binding(1) var<storage, read> B: array<f32>;
+fn load_b(i: u32) -> f32 { return B[i]; }
 @group(0) @binding(2) var<storage, read_write> C: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
@@ -76,7 +79,7 @@ fn matmul_regblock(@builtin(global_invocation_id) gid: vec3<u32>) {
   var acc3 = vec4<f32>(0.0);
   for (var k = 0u; k < p.K; k++) {
     let a = vec4<f32>(A[a_index(baseA, r0, k)], A[a_index(baseA, r1, k)], A[a_index(baseA, r2, k)], A[a_index(baseA, r3, k)]);
-    let bv = vec4<f32>(B[b_index(baseB, k, c0)], B[b_index(baseB, k, c1)], B[b_index(baseB, k, c2)], B[b_index(baseB, k, c3)]);
+    let bv = vec4<f32>(load_b(b_index(baseB, k, c0)), load_b(b_index(baseB, k, c1)), load_b(b_index(baseB, k, c2)), load_b(b_index(baseB, k, c3)));
     acc0 += a.x * bv;
     acc1 += a.y * bv;
     acc2 += a.z * bv;
@@ -123,7 +126,7 @@ fn matmul_tiled(
       var bv = 0.0;
       if (k < p.K) {
         av = A[a_index(baseA, min(rowTile + mm, mLast), k)];
-        bv = B[b_index(baseB, k, min(colTile + mm, nLast))];
+        bv = load_b(b_index(baseB, k, min(colTile + mm, nLast)));
       }
       tileA[kk * BM + mm] = av;
       tileB[kk * BN + mm] = bv;
@@ -163,7 +166,7 @@ fn matmul_skinny(@builtin(global_invocation_id) gid: vec3<u32>) {
   for (var i = 0u; i < ROWS; i++) { rows[i] = min(m0 + i, p.M - 1u); }
   var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
   for (var k = 0u; k < p.K; k++) {
-    let bv = B[b_index(baseB, k, n)];
+    let bv = load_b(b_index(baseB, k, n));
     for (var i = 0u; i < ROWS; i++) {
       acc[i] += A[a_index(baseA, rows[i], k)] * bv;
     }

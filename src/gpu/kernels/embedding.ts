@@ -14,10 +14,12 @@
 // Tables (and their gradients) over maxStorageBufferBindingSize are bound a row block at a time:
 // chunks of R rows, R a multiple of the rows that make a block start on the adapter's 256-byte
 // offset alignment. `maxChunkRows` lowers R (for tests of the chunked path).
+// The forward's table may be f16 or bf16 (frozen weights, widened to f32 on load: half.ts).
 
 import embeddingWgsl from '../../shaders/embedding.wgsl?raw';
 import type { Gpu } from '../runtime.ts';
 import type { Tensor, TensorView } from '../tensor.ts';
+import { isWeightDType, weightBytes, weightShader } from './half.ts';
 import { expectDType, gridFor, outputFor, placeholderU32, shapeOf } from './launch.ts';
 
 const NAME = 'embedding.wgsl';
@@ -26,9 +28,14 @@ function gcd(a: number, b: number): number {
   return b === 0 ? a : gcd(b, a % b);
 }
 
-/** Rows per bound block of a [V, D] f32 table: within the binding limit, blocks offset-aligned. */
-export function embeddingChunkRows(gpu: Gpu, D: number, maxChunkRows = Number.POSITIVE_INFINITY): number {
-  const rowBytes = D * 4;
+/** Rows per bound block of a [V, D] table: within the binding limit, blocks offset-aligned. */
+export function embeddingChunkRows(
+  gpu: Gpu,
+  D: number,
+  maxChunkRows = Number.POSITIVE_INFINITY,
+  elementBytes = 4,
+): number {
+  const rowBytes = D * elementBytes;
   const align = gpu.limits.minStorageBufferOffsetAlignment;
   const step = align / gcd(rowBytes, align); // rows per aligned block start
   const fit = Math.floor(gpu.limits.maxStorageBufferBindingSize / rowBytes);
@@ -45,21 +52,24 @@ export function embeddingChunkRows(gpu: Gpu, D: number, maxChunkRows = Number.PO
 
 /** [v0, v1) row ranges and the bindable block of `t` for each. One whole-tensor chunk if it fits. */
 function chunksOf(gpu: Gpu, t: Tensor, V: number, D: number, maxChunkRows?: number) {
+  const eb = isWeightDType(t.dtype) ? weightBytes(t.dtype) : 4;
   const rows =
-    V * D * 4 <= gpu.limits.maxStorageBufferBindingSize && maxChunkRows === undefined
+    V * D * eb <= gpu.limits.maxStorageBufferBindingSize && maxChunkRows === undefined
       ? V
-      : embeddingChunkRows(gpu, D, maxChunkRows);
+      : embeddingChunkRows(gpu, D, maxChunkRows, eb);
   const out: Array<{ v0: number; v1: number; binding: Tensor | TensorView }> = [];
   if (rows >= V) return [{ v0: 0, v1: V, binding: t }];
   for (let v0 = 0; v0 < V; v0 += rows) {
     const v1 = Math.min(V, v0 + rows);
-    out.push({ v0, v1, binding: { tensor: t, offset: v0 * D * 4, size: (v1 - v0) * D * 4 } });
+    const offset = v0 * D * eb;
+    const size = Math.min(Math.ceil(((v1 - v0) * D * eb) / 4) * 4, t.byteSize - offset);
+    out.push({ v0, v1, binding: { tensor: t, offset, size } });
   }
   return out;
 }
 
-function tableShape(op: string, table: Tensor, what: string): { V: number; D: number } {
-  expectDType(op, what, table, 'f32');
+function tableShape(op: string, table: Tensor, what: string, halfOk = false): { V: number; D: number } {
+  if (!halfOk || !isWeightDType(table.dtype)) expectDType(op, what, table, 'f32');
   if (table.shape.length !== 2 || table.shape[0] === 0 || table.shape[1] === 0) {
     throw new Error(`${op}: ${what} ${shapeOf(table)} must be [V, D]`);
   }
@@ -77,7 +87,7 @@ export interface EmbeddingOptions {
 
 /** out[n, :] = table[ids[n], :] for ids of any shape; out is [...ids.shape, D]. */
 export function embedding(gpu: Gpu, table: Tensor, ids: Tensor, options: EmbeddingOptions = {}): Tensor {
-  const { V, D } = tableShape('embedding', table, 'table');
+  const { V, D } = tableShape('embedding', table, 'table', true);
   expectDType('embedding', 'ids', ids, 'u32');
   const N = ids.size;
   if (options.seg) {
@@ -93,7 +103,14 @@ export function embedding(gpu: Gpu, table: Tensor, ids: Tensor, options: Embeddi
     throw new Error('embedding: out may not share a buffer with the table or the ids');
   }
   if (N === 0) return out;
-  const kernel = gpu.kernel({ name: NAME, code: embeddingWgsl, entryPoint: 'embedding_fwd' });
+  const code = weightShader(
+    gpu,
+    embeddingWgsl,
+    table.dtype as 'f32' | 'f16' | 'bf16',
+    'f_table',
+    'load_table',
+  );
+  const kernel = gpu.kernel({ name: NAME, code, entryPoint: 'embedding_fwd' });
   const seg = options.seg ?? placeholderU32(gpu);
   const chunks = chunksOf(gpu, table, V, D, options.maxChunkRows);
   for (const [c, { v0, v1, binding }] of chunks.entries()) {

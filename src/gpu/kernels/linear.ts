@@ -10,6 +10,7 @@
 // 151,936 × 896 f32 = 544 MB, over the 128 MiB default) is bound a row block at a time as a
 // TensorView whose byte offset is a multiple of minStorageBufferOffsetAlignment; the block's output
 // columns go through a dense [N, rows] temporary (scatter_cols / gather_cols in linear.wgsl).
+// W may be f16 or bf16 (a frozen weight: half.ts); it then has no dW, and x, y, dY, dX stay f32.
 // x, y and dY themselves must fit one binding each (true for activations; the runtime's dispatch
 // raises a GpuLimitError naming the binding otherwise).
 
@@ -17,6 +18,7 @@ import linearWgsl from '../../shaders/linear.wgsl?raw';
 import { formatBytes, GpuLimitError } from '../errors.ts';
 import type { Gpu } from '../runtime.ts';
 import type { Bindable, Tensor, TensorView } from '../tensor.ts';
+import { bindingDType, isWeightDType, type WeightDType, weightBytes } from './half.ts';
 import { type MatmulVariant, matmulInto } from './matmul.ts';
 
 // ---------------------------------------------------------------- shared helpers
@@ -48,14 +50,16 @@ export interface MatmulViewDims {
  */
 export function matmulViews(gpu: Gpu, a: Bindable, b: Bindable, c: Bindable, dims: MatmulViewDims): void {
   const { M, N, K, accumulate = false } = dims;
-  for (const [name, bind, elems] of [
-    ['a', a, M * K],
-    ['b', b, K * N],
-    ['c', c, M * N],
+  const bType = bindingDType(b);
+  const bBytes = isWeightDType(bType) ? weightBytes(bType) : 4;
+  for (const [name, bind, bytes] of [
+    ['a', a, M * K * 4],
+    ['b', b, Math.ceil((K * N * bBytes) / 4) * 4],
+    ['c', c, M * N * 4],
   ] as const) {
-    if (bindingBytes(bind) < elems * 4) {
+    if (bindingBytes(bind) < bytes) {
       throw new Error(
-        `matmulViews: ${name} binding has ${bindingBytes(bind)} bytes, needs ${elems * 4} for M=${M} N=${N} K=${K}`,
+        `matmulViews: ${name} binding has ${bindingBytes(bind)} bytes, needs ${bytes} for M=${M} N=${N} K=${K}`,
       );
     }
   }
@@ -107,9 +111,16 @@ export function effectiveBindingLimit(gpu: Gpu, maxBindingBytes?: number): numbe
   return Math.min(adapter, maxBindingBytes);
 }
 
-/** A row block [r0, r0 + rows) of a row-major f32 matrix with `cols` columns, as a view. */
+/**
+ * A row block [r0, r0 + rows) of a row-major matrix with `cols` columns (f32, f16 or bf16), as a
+ * view. A 16-bit block's byte size is rounded up to a whole word (bindings are word-sized); the
+ * extra half-word is never read.
+ */
 export function rowBlock(t: Tensor, r0: number, rows: number, cols: number): TensorView {
-  return { tensor: t, offset: r0 * cols * 4, size: rows * cols * 4, shape: [rows, cols] };
+  const bytes = t.dtype === 'f16' || t.dtype === 'bf16' ? 2 : 4;
+  const offset = r0 * cols * bytes;
+  const size = Math.min(Math.ceil((rows * cols * bytes) / 4) * 4, t.byteSize - offset);
+  return { tensor: t, offset, size, shape: [rows, cols] };
 }
 
 function shapeStr(t: Tensor): string {
@@ -169,11 +180,12 @@ interface LinearDims {
   N: number;
   inF: number;
   outF: number;
+  wType: WeightDType;
 }
 
 function linearDims(fn: string, x: Tensor, w: Tensor): LinearDims {
-  if (x.dtype !== 'f32' || w.dtype !== 'f32')
-    throw new Error(`${fn}: f32 only, got x ${x.dtype}, W ${w.dtype}`);
+  if (x.dtype !== 'f32' || !isWeightDType(w.dtype))
+    throw new Error(`${fn}: x must be f32 and W f32, f16 or bf16, got x ${x.dtype}, W ${w.dtype}`);
   if (w.shape.length !== 2) throw new Error(`${fn}: W must be [out, in], got ${shapeStr(w)}`);
   if (x.shape.length < 1) throw new Error(`${fn}: x must be [.., in], got ${shapeStr(x)}`);
   const [outF, inF] = w.shape;
@@ -182,7 +194,12 @@ function linearDims(fn: string, x: Tensor, w: Tensor): LinearDims {
       `${fn}: x ${shapeStr(x)} has ${x.shape.at(-1)} features, W ${shapeStr(w)} expects ${inF}`,
     );
   }
-  return { N: inF === 0 ? x.shape.slice(0, -1).reduce((a, b) => a * b, 1) : x.size / inF, inF, outF };
+  return {
+    N: inF === 0 ? x.shape.slice(0, -1).reduce((a, b) => a * b, 1) : x.size / inF,
+    inF,
+    outF,
+    wType: w.dtype as WeightDType,
+  };
 }
 
 /**
@@ -191,14 +208,15 @@ function linearDims(fn: string, x: Tensor, w: Tensor): LinearDims {
  */
 function planRowBlocks(gpu: Gpu, d: LinearDims, maxBindingBytes?: number): number {
   const limit = effectiveBindingLimit(gpu, maxBindingBytes);
-  if (d.outF * d.inF * 4 <= limit) return d.outF;
-  const q = rowQuantum(gpu, d.inF * 4);
-  const byW = Math.floor(limit / Math.max(1, d.inF * 4));
+  const wb = weightBytes(d.wType);
+  if (d.outF * d.inF * wb <= limit) return d.outF;
+  const q = rowQuantum(gpu, d.inF * wb);
+  const byW = Math.floor(limit / Math.max(1, d.inF * wb));
   const byTmp = Math.floor(limit / Math.max(1, d.N * 4));
   const rows = Math.floor(Math.min(byW, byTmp) / q) * q;
   if (rows < q) {
     throw new GpuLimitError(
-      `linear: W [${d.outF}, ${d.inF}] (${formatBytes(d.outF * d.inF * 4)}) needs chunking, but no aligned ` +
+      `linear: W [${d.outF}, ${d.inF}] (${formatBytes(d.outF * d.inF * wb)}) needs chunking, but no aligned ` +
         `block of ${q} rows fits the ${formatBytes(limit)} binding limit together with a [${d.N}, ${q}] temporary`,
     );
   }
@@ -287,6 +305,10 @@ export function linearBackward(
   const { N, inF, outF } = d;
   const { accumulate = false, accumulateDx = false, computeDx = true, computeDw = true, variant } = options;
   const wantBias = computeDw && (options.bias ?? options.db !== undefined);
+  if (computeDw && d.wType !== 'f32')
+    throw new Error(
+      `linearBackward: W ${shapeStr(w)} is ${d.wType} (a frozen weight): pass computeDw: false`,
+    );
   if (dy.dtype !== 'f32' || dy.size !== N * outF || dy.shape.at(-1) !== outF) {
     throw new Error(
       `linearBackward: dY ${shapeStr(dy)} (${dy.dtype}) does not match y [${[...x.shape.slice(0, -1), outF].join(', ')}] of x ${shapeStr(x)} · W ${shapeStr(w)}ᵀ`,

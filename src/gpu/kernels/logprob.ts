@@ -7,6 +7,8 @@
 //   W: [V, H]  the LM head, or the tied embedding (HF layout); may exceed one storage binding
 //   targets: u32 [N]; mask (optional): u32 (nonzero = active) or f32 weights [N]
 //
+// W may be f16 or bf16 (a frozen head: half.ts; matmul widens it to f32), and then has no dW.
+//
 // Memory per call: logits [N, C] + stats [N, 4] + outputs [N]·3; backward adds nothing beyond
 // dh and dW. Cost: forward one N·C·H matmul per chunk; backward three (recomputed logits, dh, dW).
 
@@ -14,6 +16,7 @@ import logprobWgsl from '../../shaders/logprob.wgsl?raw';
 import { formatBytes, GpuLimitError } from '../errors.ts';
 import type { Gpu } from '../runtime.ts';
 import type { Tensor } from '../tensor.ts';
+import { isWeightDType, weightBytes } from './half.ts';
 import { effectiveBindingLimit, grid64, matmulViews, rowBlock, rowQuantum } from './linear.ts';
 import type { MatmulVariant } from './matmul.ts';
 
@@ -64,6 +67,8 @@ interface HeadDims {
   N: number;
   H: number;
   V: number;
+  /** Bytes per element of W (4, or 2 for a half-precision head). */
+  wBytes: number;
   rowShape: number[];
 }
 
@@ -78,8 +83,8 @@ function headDims(
   targets: Tensor,
   mask: Tensor | null | undefined,
 ): HeadDims {
-  if (h.dtype !== 'f32' || w.dtype !== 'f32')
-    throw new Error(`${fn}: f32 only, got h ${h.dtype}, W ${w.dtype}`);
+  if (h.dtype !== 'f32' || !isWeightDType(w.dtype))
+    throw new Error(`${fn}: h must be f32 and W f32, f16 or bf16, got h ${h.dtype}, W ${w.dtype}`);
   if (w.shape.length !== 2) throw new Error(`${fn}: W must be [V, H], got ${shapeStr(w)}`);
   const [V, H] = w.shape;
   if (h.shape.length < 1 || h.shape.at(-1) !== H) {
@@ -98,7 +103,7 @@ function headDims(
       `${fn}: mask ${shapeStr(mask)} (${mask.dtype}) must be u32 or f32 with ${N} elements for h ${shapeStr(h)}`,
     );
   }
-  return { N, H, V, rowShape };
+  return { N, H, V, wBytes: isWeightDType(w.dtype) ? weightBytes(w.dtype) : 4, rowShape };
 }
 
 function checkRowVector(fn: string, name: string, t: Tensor | null | undefined, N: number): void {
@@ -110,13 +115,13 @@ function checkRowVector(fn: string, name: string, t: Tensor | null | undefined, 
 /** The vocabulary chunk size (rows of W per step), validated against alignment and binding limits. */
 export function planVocabChunk(
   gpu: Gpu,
-  dims: { N: number; H: number; V: number },
+  dims: { N: number; H: number; V: number; wBytes?: number },
   options: { chunk?: number; maxBindingBytes?: number } = {},
 ): number {
-  const { N, H, V } = dims;
+  const { N, H, V, wBytes = 4 } = dims;
   const limit = effectiveBindingLimit(gpu, options.maxBindingBytes);
-  const q = rowQuantum(gpu, Math.max(H, 1) * 4);
-  const rowLimit = (C: number) => C * H * 4 <= limit && N * C * 4 <= limit;
+  const q = rowQuantum(gpu, Math.max(H, 1) * wBytes);
+  const rowLimit = (C: number) => C * H * wBytes <= limit && N * C * 4 <= limit;
   if (options.chunk !== undefined) {
     const C = options.chunk;
     if (!Number.isInteger(C) || C <= 0) throw new Error(`vocab chunk must be a positive integer, got ${C}`);
@@ -128,14 +133,14 @@ export function planVocabChunk(
     }
     if (!rowLimit(eff)) {
       throw new GpuLimitError(
-        `vocab chunk ${eff}: W block ${formatBytes(eff * H * 4)} or logits [${N}, ${eff}] ${formatBytes(N * eff * 4)} exceed the ${formatBytes(limit)} binding limit`,
+        `vocab chunk ${eff}: W block ${formatBytes(eff * H * wBytes)} or logits [${N}, ${eff}] ${formatBytes(N * eff * 4)} exceed the ${formatBytes(limit)} binding limit`,
       );
     }
     return eff;
   }
   let C = Math.min(DEFAULT_VOCAB_CHUNK, V);
   const cap = Math.min(
-    Math.floor(limit / Math.max(1, H * 4)),
+    Math.floor(limit / Math.max(1, H * wBytes)),
     Math.floor(Math.min(limit, LOGITS_BUDGET_BYTES) / Math.max(1, N * 4)),
   );
   if (C > cap || C < V) C = Math.floor(Math.min(C, cap) / q) * q;
@@ -173,9 +178,9 @@ export function tokenLogprob(
   options: TokenLogprobOptions = {},
 ): TokenLogprobResult {
   const mask = options.mask ?? null;
-  const { N, H, V, rowShape } = headDims('tokenLogprob', h, w, targets, mask);
+  const { N, H, V, wBytes, rowShape } = headDims('tokenLogprob', h, w, targets, mask);
   const temperature = checkTemperature(options.temperature ?? 1);
-  const chunk = planVocabChunk(gpu, { N, H, V }, options);
+  const chunk = planVocabChunk(gpu, { N, H, V, wBytes }, options);
   const variant = options.variant ?? defaultLogprobVariant(gpu);
   const logprob = gpu.empty(rowShape, 'f32', 'logprob.logprob');
   const entropy = gpu.empty(rowShape, 'f32', 'logprob.entropy');
@@ -268,8 +273,10 @@ export function tokenLogprobBackward(
 ): TokenLogprobGrads {
   const fn = 'tokenLogprobBackward';
   const mask = fwd.mask;
-  const { N, H, V } = headDims(fn, h, w, targets, mask);
+  const { N, H, V, wBytes } = headDims(fn, h, w, targets, mask);
   const { accumulateDh = false, accumulateDw = false, computeDh = true, computeDw = true } = options;
+  if (computeDw && w.dtype !== 'f32')
+    throw new Error(`${fn}: W ${shapeStr(w)} is ${w.dtype} (a frozen head): pass computeDw: false`);
   const gLp = options.gLogprob ?? null;
   const gEnt = options.gEntropy ?? null;
   if (!gLp && !gEnt) throw new Error(`${fn}: give gLogprob and/or gEntropy`);
@@ -306,7 +313,7 @@ export function tokenLogprobBackward(
   if (!dh && !dW) return { dh, dW };
   const chunk = planVocabChunk(
     gpu,
-    { N, H, V },
+    { N, H, V, wBytes },
     { chunk: options.chunk ?? fwd.chunk, maxBindingBytes: options.maxBindingBytes },
   );
   const consts = { ...maskConstants(mask), HAS_GLP: gLp ? 1 : 0, HAS_GENT: gEnt ? 1 : 0 };

@@ -4,10 +4,12 @@
 //   a: [.., M, K]  (transA: [.., K, M])
 //   b: [.., K, N]  (transB: [.., N, K])    b may also be unbatched [K, N] and shared by all batches
 //   out: [.., M, N]
+// a and out are f32; b may also be f16 or bf16 (frozen weights, widened to f32 on load: half.ts).
 
 import matmulWgsl from '../../shaders/matmul.wgsl?raw';
 import type { Gpu } from '../runtime.ts';
 import type { Bindable, Tensor } from '../tensor.ts';
+import { bindingDType, isWeightDType, weightShader } from './half.ts';
 
 export type MatmulVariant = 'regblock' | 'tiled' | 'skinny';
 
@@ -48,9 +50,11 @@ export function matmulInto(gpu: Gpu, a: Bindable, b: Bindable, c: Bindable, dims
   if (M === 0 || N === 0 || K === 0 || batch === 0) return;
   const variant = dims.variant ?? defaultMatmulVariant(gpu, M);
   const rows = M >= 4 ? 4 : M >= 2 ? 2 : 1;
+  const bType = bindingDType(b);
+  if (!isWeightDType(bType)) throw new Error(`matmul: b must be f32, f16 or bf16, got ${bType}`);
   const kernel = gpu.kernel({
     name: 'matmul.wgsl',
-    code: matmulWgsl,
+    code: weightShader(gpu, matmulWgsl, bType, 'B', 'load_b'),
     entryPoint: `matmul_${variant}`,
     constants: {
       TRANS_A: transA ? 1 : 0,
@@ -91,8 +95,8 @@ export interface MatmulOptions {
 
 export function matmul(gpu: Gpu, a: Tensor, b: Tensor, options: MatmulOptions = {}): Tensor {
   const { transA = false, transB = false, alpha = 1, accumulate = false } = options;
-  if (a.dtype !== 'f32' || b.dtype !== 'f32')
-    throw new Error(`matmul: f32 only, got ${a.dtype} and ${b.dtype}`);
+  if (a.dtype !== 'f32' || !isWeightDType(b.dtype))
+    throw new Error(`matmul: a must be f32 and b f32, f16 or bf16, got ${a.dtype} and ${b.dtype}`);
   if (a.shape.length < 2 || b.shape.length < 2) {
     throw new Error(`matmul: needs matrices, got [${a.shape.join(', ')}] and [${b.shape.join(', ')}]`);
   }
