@@ -121,15 +121,34 @@ describe.each(MODES)('half-precision weights: $name', ({ dtype, native }) => {
     const [N, H, V] = [13, 32, 700];
     const h = gpu.upload(randomArray(N * H, 21), [N, H]);
     const [wh, wf] = upload2(gpu, randomArray(V * H, 22, 0.3), [V, H], dtype);
-    const targets = gpu.upload(Uint32Array.from({ length: N }, (_, i) => (i * 53) % V), [N], 'u32');
+    const targets = gpu.upload(
+      Uint32Array.from({ length: N }, (_, i) => (i * 53) % V),
+      [N],
+      'u32',
+    );
     const gLp = gpu.upload(randomArray(N, 23), [N]);
     const gEnt = gpu.upload(randomArray(N, 24), [N]);
     const chunk = 128; // several chunks: W's half row blocks are bound at aligned offsets
     const fh = tokenLogprob(gpu, h, wh, targets, { chunk });
     const ff = tokenLogprob(gpu, h, wf, targets, { chunk });
-    const bh = tokenLogprobBackward(gpu, h, wh, targets, fh, { gLogprob: gLp, gEntropy: gEnt, computeDw: false });
-    const bf = tokenLogprobBackward(gpu, h, wf, targets, ff, { gLogprob: gLp, gEntropy: gEnt, computeDw: false });
-    const got = (await gpu.readMany([fh.logprob, ff.logprob, fh.entropy, ff.entropy, bh.dh!, bf.dh!])) as Float32Array[];
+    const bh = tokenLogprobBackward(gpu, h, wh, targets, fh, {
+      gLogprob: gLp,
+      gEntropy: gEnt,
+      computeDw: false,
+    });
+    const bf = tokenLogprobBackward(gpu, h, wf, targets, ff, {
+      gLogprob: gLp,
+      gEntropy: gEnt,
+      computeDw: false,
+    });
+    const got = (await gpu.readMany([
+      fh.logprob,
+      ff.logprob,
+      fh.entropy,
+      ff.entropy,
+      bh.dh!,
+      bf.dh!,
+    ])) as Float32Array[];
     expect(maxAbs(got[0], got[1])).toBeLessThan(1e-5);
     expect(maxAbs(got[2], got[3])).toBeLessThan(1e-5);
     expect(maxAbs(got[4], got[5])).toBeLessThan(1e-5);

@@ -26,6 +26,7 @@ import {
 } from '../../gpu/kernels/attention.ts';
 import { add, addInPlace, scaleInPlace, swiglu, swigluBackward } from '../../gpu/kernels/elementwise.ts';
 import { embedding, embeddingBackward } from '../../gpu/kernels/embedding.ts';
+import type { WeightDType } from '../../gpu/kernels/half.ts';
 import { linear, linearBackward } from '../../gpu/kernels/linear.ts';
 import { type TokenLogprobResult, tokenLogprob, tokenLogprobBackward } from '../../gpu/kernels/logprob.ts';
 import { rmsnorm, rmsnormBackward } from '../../gpu/kernels/rmsnorm.ts';
@@ -34,6 +35,7 @@ import { sampleTokens } from '../../gpu/kernels/sampling.ts';
 import type { Gpu } from '../../gpu/runtime.ts';
 import type { Bindable, Tensor } from '../../gpu/tensor.ts';
 import type { ModelConfig } from './config.ts';
+import { decodeBf16, decodeF16, encodeBf16, encodeF16 } from './dtype.ts';
 import { type LoraConfig, loraScale, loraTensors } from './lora.ts';
 import { expectedTensors } from './weights.ts';
 
@@ -186,7 +188,7 @@ export interface GenerateResult {
 export class QwenGpuModel {
   readonly gpu: Gpu;
   readonly config: ModelConfig;
-  /** HF name -> weight tensor (f32). */
+  /** HF name -> weight tensor (f32; frozen matrices f16/bf16 after storeFrozenAs). */
   readonly params = new Map<string, Tensor>();
   /** HF name -> gradient (same shape), accumulated by backward() until zeroGrad(). */
   readonly grads = new Map<string, Tensor>();
@@ -202,6 +204,11 @@ export class QwenGpuModel {
    * one layer instead of all of them, about one more forward of compute.
    */
   recomputeActivations = false;
+  /**
+   * Storage of the frozen matrices (projections, embedding, LM head): 'f32', or half precision
+   * after storeFrozenAs(). Norm weights, biases and LoRA adapters always stay f32.
+   */
+  frozenDtype: WeightDType = 'f32';
 
   constructor(
     gpu: Gpu,
@@ -273,6 +280,35 @@ export class QwenGpuModel {
     addInPlace(this.gpu, y, d);
     d.release();
     return { y, t };
+  }
+
+  /**
+   * Stores every frozen matrix (after addLora: all base projections, the embedding and the LM head)
+   * in half precision: half their bytes, read and widened to f32 by the kernels (half.ts), so the
+   * forward computes in f32 on the rounded weights. Rounding is to nearest even (dtype.ts); a bf16
+   * checkpoint's weights (Qwen's release format) are stored without loss. The KL reference of a
+   * LoRA run is this same model with adapters off, so reference and policy see the same weights.
+   */
+  async storeFrozenAs(dtype: 'f16' | 'bf16'): Promise<void> {
+    if (this.frozenDtype !== 'f32')
+      throw new Error(`QwenGpuModel: frozen weights are already ${this.frozenDtype}`);
+    const names = [...this.frozen].filter((n) => this.params.get(n)?.shape.length === 2);
+    if (names.length === 0)
+      throw new Error('QwenGpuModel: no frozen weights to store in half precision (add LoRA first)');
+    for (const name of names) {
+      const t = this.params.get(name)!;
+      const values = await this.gpu.readF32(t);
+      const bytes = dtype === 'f16' ? encodeF16(values) : encodeBf16(values);
+      const half = this.gpu.upload(
+        new Uint16Array(bytes.buffer, bytes.byteOffset, values.length),
+        t.shape,
+        dtype,
+        name,
+      );
+      t.release();
+      this.params.set(name, half);
+    }
+    this.frozenDtype = dtype;
   }
 
   /** The LM head matrix [V, D]: lm_head.weight, or the embedding when tied. */
@@ -844,9 +880,16 @@ export class QwenGpuModel {
   }
 
   private async readParams(names: string[]): Promise<Map<string, { shape: number[]; data: Float32Array }>> {
-    const data = await this.gpu.readMany(names.map((n) => this.params.get(n)!));
+    const tensors = names.map((n) => this.params.get(n)!);
+    const data = await this.gpu.readMany(tensors);
+    // Half-precision matrices widen exactly to the f32 values the kernels compute with.
+    const widen = (t: Tensor, d: (typeof data)[number]): Float32Array => {
+      if (t.dtype === 'f32') return d as Float32Array;
+      const bytes = new Uint8Array(d.buffer, d.byteOffset, t.size * 2);
+      return t.dtype === 'f16' ? decodeF16(bytes) : decodeBf16(bytes);
+    };
     return new Map(
-      names.map((n, i) => [n, { shape: [...this.params.get(n)!.shape], data: data[i] as Float32Array }]),
+      names.map((n, i) => [n, { shape: [...tensors[i].shape], data: widen(tensors[i], data[i]) }]),
     );
   }
 
