@@ -1,5 +1,6 @@
 // The GPU memory a training step will need, predicted from the config before anything is allocated.
-// Counted the way QwenGpuModel allocates (all f32; bytes = 4 per float):
+// Counted the way QwenGpuModel allocates (f32, 4 bytes per float; frozen base matrices of a LoRA
+// run 2 bytes with model.frozenWeights f16 / bf16):
 //
 //   persistent   policy weights (+ LoRA adapters), the KL reference (a second copy, or none with
 //                LoRA), AdamW's two moments per trained value, PPO's critic
@@ -35,6 +36,8 @@ export interface MemoryPlanInput {
   headShare?: number;
   lora?: LoraConfig | null;
   recompute?: boolean;
+  /** Storage of the frozen base matrices under LoRA (QwenGpuModel.storeFrozenAs); f32 by default. */
+  frozenWeights?: 'f32' | 'f16' | 'bf16' | 'auto';
   /** A frozen copy as KL reference (full fine-tuning of an RL run); LoRA never needs one. */
   reference?: boolean;
   /** AdamW moments for the trained values. */
@@ -89,6 +92,12 @@ function loraParameterCount(c: ModelConfig, lora: LoraConfig): number {
   return c.numLayers * lora.modules.reduce((n, m) => n + lora.rank * (dims[m][0] + dims[m][1]), 0);
 }
 
+/** Bias values (Qwen2's q/k/v biases; o_proj's where attention_bias says so). */
+function biasValues(c: ModelConfig): number {
+  const qkv = c.qkvBias ? (c.numHeads + 2 * c.numKvHeads) * c.headDim : 0;
+  return c.numLayers * (qkv + (c.oBias ? c.hiddenSize : 0));
+}
+
 export function planTrainingMemory(input: MemoryPlanInput): MemoryPlan {
   const c = input.config;
   const lora = input.lora ?? null;
@@ -101,7 +110,10 @@ export function planTrainingMemory(input: MemoryPlanInput): MemoryPlan {
   const trained = lora ? loraP : P;
   const normValues = c.numLayers * (2 * D + (c.qkNorm ? 2 * c.headDim : 0)) + D;
 
-  const weights = (P + loraP) * F32;
+  // Half-precision base (LoRA only): the matrices take 2 bytes; norms and biases stay f32.
+  const halfBase = lora && (input.frozenWeights ?? 'f32') !== 'f32';
+  const matrixValues = P - normValues - biasValues(c);
+  const weights = (P + loraP) * F32 - (halfBase ? matrixValues * 2 : 0);
   const reference = input.reference && !lora ? P * F32 : 0;
   const optimizer = input.optimizer ? 2 * trained * F32 : 0;
 
@@ -133,7 +145,10 @@ export function planTrainingMemory(input: MemoryPlanInput): MemoryPlan {
         input.rolloutRows * (input.rolloutLength + V) * F32
       : 0;
   const persistent = reference + optimizer + critic;
-  const peak = persistent + Math.max(updatePeak, weights + rollout);
+  // A half-precision base is converted after loading, one matrix at a time: the f32 weights exist
+  // once, before anything else is allocated.
+  const loaded = halfBase ? (P + loraP) * F32 : 0;
+  const peak = Math.max(persistent + Math.max(updatePeak, weights + rollout), loaded);
   return {
     weights,
     reference,
