@@ -146,6 +146,26 @@ describe('half-precision frozen weights (LoRA base)', () => {
     });
   }
 
+  it('uploading in half precision (frozenDtype) = converting after upload (storeFrozenAs), bit for bit', async () => {
+    const gpu = await getTestGpu();
+    const { config, tensors } = tinyCheckpoint(tinySpec('tiny-qwen2-v512'));
+    const weights = tensors as unknown as Weights;
+    const a = new QwenGpuModel(gpu, config, weights, { frozenDtype: 'bf16' });
+    expect(a.frozenDtype).toBe('bf16');
+    expect(a.trainableParams().has('model.layers.0.self_attn.q_proj.weight')).toBe(false);
+    a.addLora(LORA, adapterFor(config, 4));
+    const b = new QwenGpuModel(gpu, config, weights);
+    b.addLora(LORA, adapterFor(config, 4));
+    await b.storeFrozenAs('bf16');
+    for (const [name, t] of a.params) {
+      expect(t.dtype, name).toBe(b.params.get(name)!.dtype);
+      const [x, y] = await gpu.readMany([t, b.params.get(name)!]);
+      expect(x, name).toEqual(y);
+    }
+    a.release();
+    b.release();
+  });
+
   it('is refused without LoRA and a second time', async () => {
     const gpu = await getTestGpu();
     const { config, tensors } = tinyCheckpoint(tinySpec('tiny-qwen3-v512'));

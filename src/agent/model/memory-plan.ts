@@ -23,6 +23,8 @@ import type { LoraConfig } from './lora.ts';
 import { parameterCount } from './weights.ts';
 
 const F32 = 4;
+// A half-precision base is converted on the CPU and uploaded as half (QwenGpuModel's frozenDtype):
+// no f32 copy of it ever exists on the GPU.
 /** tokenLogprob's default vocabulary chunk (src/gpu/kernels/logprob.ts). */
 const VOCAB_CHUNK = 4096;
 const LOGITS_BUDGET_BYTES = 64 * 1024 * 1024;
@@ -145,10 +147,7 @@ export function planTrainingMemory(input: MemoryPlanInput): MemoryPlan {
         input.rolloutRows * (input.rolloutLength + V) * F32
       : 0;
   const persistent = reference + optimizer + critic;
-  // A half-precision base is converted after loading, one matrix at a time: the f32 weights exist
-  // once, before anything else is allocated.
-  const loaded = halfBase ? (P + loraP) * F32 : 0;
-  const peak = Math.max(persistent + Math.max(updatePeak, weights + rollout), loaded);
+  const peak = persistent + Math.max(updatePeak, weights + rollout);
   return {
     weights,
     reference,

@@ -185,6 +185,12 @@ export interface GenerateResult {
   finish: Array<'stop' | 'length' | 'callback' | 'inactive'>;
 }
 
+/** The f16 / bf16 bit patterns nearest to `values` (round to nearest even: dtype.ts). */
+function halfBits(values: Float32Array, dtype: 'f16' | 'bf16'): Uint16Array {
+  const bytes = dtype === 'f16' ? encodeF16(values) : encodeBf16(values);
+  return new Uint16Array(bytes.buffer, bytes.byteOffset, values.length);
+}
+
 export class QwenGpuModel {
   readonly gpu: Gpu;
   readonly config: ModelConfig;
@@ -210,13 +216,20 @@ export class QwenGpuModel {
    */
   frozenDtype: WeightDType = 'f32';
 
+  /**
+   * `options.frozenDtype` uploads every matrix (projections, embedding, LM head) in half precision,
+   * converted on the CPU (no f32 copy on the GPU), and freezes them: such a model trains only LoRA
+   * adapters (addLora) or nothing. Norm weights and biases stay f32. See storeFrozenAs.
+   */
   constructor(
     gpu: Gpu,
     config: ModelConfig,
     weights: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>,
+    options: { frozenDtype?: 'f16' | 'bf16' } = {},
   ) {
     this.gpu = gpu;
     this.config = config;
+    const half = options.frozenDtype;
     for (const { name, shape } of expectedTensors(config)) {
       const w = weights.get(name);
       if (!w) throw new Error(`QwenGpuModel: weight "${name}" is missing`);
@@ -226,8 +239,14 @@ export class QwenGpuModel {
           `QwenGpuModel: weight "${name}" has ${w.data.length} values, the config needs [${shape.join(', ')}]`,
         );
       }
-      this.params.set(name, gpu.upload(w.data, shape, 'f32', name));
+      if (half && shape.length === 2) {
+        this.params.set(name, gpu.upload(halfBits(w.data, half), shape, half, name));
+        this.frozen.add(name);
+      } else {
+        this.params.set(name, gpu.upload(w.data, shape, 'f32', name));
+      }
     }
+    if (half) this.frozenDtype = half;
   }
 
   private p(name: string): Tensor {
@@ -297,14 +316,7 @@ export class QwenGpuModel {
       throw new Error('QwenGpuModel: no frozen weights to store in half precision (add LoRA first)');
     for (const name of names) {
       const t = this.params.get(name)!;
-      const values = await this.gpu.readF32(t);
-      const bytes = dtype === 'f16' ? encodeF16(values) : encodeBf16(values);
-      const half = this.gpu.upload(
-        new Uint16Array(bytes.buffer, bytes.byteOffset, values.length),
-        t.shape,
-        dtype,
-        name,
-      );
+      const half = this.gpu.upload(halfBits(await this.gpu.readF32(t), dtype), t.shape, dtype, name);
       t.release();
       this.params.set(name, half);
     }
