@@ -160,6 +160,14 @@ export interface TrainConfig {
      * of GPU memory, in MiB (0 = no budget).
      */
     memoryBudgetMiB: number;
+    /**
+     * Rows per forward/backward of an update (gradient accumulation): each optimizer step's rows (an
+     * actor mini-batch, the critic's batch, an SFT batch) run in micro-batches of this many rows (the
+     * last one may be smaller) before one AdamW step; the loss is normalised by the whole update's
+     * tokens/rows, so the update is the same. 0 = auto: the largest micro-batch the memory planner fits
+     * in memoryBudgetMiB, or the whole mini-batch without a budget.
+     */
+    microBatchRows: number;
     /** Learning-rate warm-up steps (linear from 0). */
     warmupSteps: number;
   };
@@ -223,6 +231,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     saveTrajectories: 4,
     maxMinutes: 0,
     memoryBudgetMiB: 0,
+    microBatchRows: 0,
     warmupSteps: 0,
   },
 };
@@ -349,6 +358,7 @@ const CHECKS: Record<string, Check> = {
   'train.saveTrajectories': int(0),
   'train.maxMinutes': num(0),
   'train.memoryBudgetMiB': num(0),
+  'train.microBatchRows': int(0),
   'train.warmupSteps': int(0),
 };
 

@@ -9,12 +9,14 @@
 //   batch      trajectories → [B, T] arrays: targets, loss / advantage masks, token rewards (batch.ts)
 //   reference  the frozen initial model's log-probs (KL to reference: metric, loss or reward)
 //   values     the critic's values (PPO only)
-//   update     for each epoch and mini-batch: forward (log-probs and entropies of the current policy;
-//              the first forward's log-probs are the "old" ones), advantages on the GPU
-//              (advantage.wgsl), the actor loss and its gradient on the GPU (policy-loss.wgsl),
-//              backward, grad norm; a step whose loss or grad norm is not finite is skipped with
+//   update     advantages once over the whole batch on the GPU (advantage.wgsl); then for each epoch
+//              and mini-batch: per micro-batch (train.microBatchRows rows) a forward (log-probs and
+//              entropies of the current policy; with one update per step these are also the "old"
+//              ones), the actor loss and its gradient normalised by the whole mini-batch
+//              (policy-loss.wgsl's globals) and a backward adding into the gradients; then one grad
+//              norm and one AdamW step; a step whose loss or grad norm is not finite is skipped with
 //              weights and optimizer state untouched
-//   critic     the clipped value loss and the critic's update (PPO only)
+//   critic     the clipped value loss and the critic's update (PPO only), in the same micro-batches
 //   metrics    one readback of the loss stats and per-token arrays; reward, EM, F1, KL, entropy,
 //              clip fractions, approx-KL, mismatch KL, grad norm, lengths, turns, tool calls, times
 //
@@ -62,7 +64,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { buildTrainingBatch, sliceRows, type TrainableEpisode, type TrainingBatch } from './batch.ts';
 import type { TrainConfig } from './config.ts';
 import { ValueModel } from './critic.ts';
-import { trainingMemoryPlan } from './memory.ts';
+import { describeMicroBatch, type MicroBatchChoice, pickMicroBatchRows } from './memory.ts';
 import { type RolloutEvent, runRollouts, type Trajectory } from './rollout.ts';
 import { buildSftTraces, type SftTrace } from './sft.ts';
 import { type RunStorage, readText } from './storage.ts';
@@ -149,6 +151,11 @@ export class Trainer {
   readonly dataset: SyntheticDataset;
   readonly initial: Checkpoint;
   readonly storage: RunStorage | null;
+  /**
+   * Rows per forward/backward (train.microBatchRows, or the planner's choice): each optimizer step
+   * accumulates gradients over micro-batches of this many rows.
+   */
+  readonly microBatch: MicroBatchChoice;
   /** Steps completed. */
   step = 0;
   /** Steps whose update was skipped (non-finite loss or gradient). */
@@ -165,6 +172,7 @@ export class Trainer {
     this.config = config;
     this.initial = initial;
     this.storage = storage;
+    this.microBatch = pickMicroBatchRows(initial.config, config);
     this.tokenizer = QwenTokenizer.fromFiles(initial.tokenizerFiles);
     const weights = new Map([...initial.tensors].map(([k, t]) => [k, { shape: t.shape, data: t.data }]));
     this.policy = new QwenGpuModel(gpu, initial.config, weights);
@@ -225,14 +233,26 @@ export class Trainer {
   ): Promise<Trainer> {
     if (initial.tokenizerFiles.size === 0)
       throw new Error(`the model at ${config.model.path} has no tokenizer files`);
-    const budget = config.train.memoryBudgetMiB * 1024 * 1024;
-    const plan = trainingMemoryPlan(initial.config, config);
-    if (budget > 0 && plan.peak > budget)
+    const choice = pickMicroBatchRows(initial.config, config);
+    if (!choice.fits) {
+      const rolloutBound =
+        choice.plan.rollout > 0 && choice.plan.weights + choice.plan.rollout >= choice.plan.updatePeak;
+      const fixes = [
+        ...(choice.auto ? [] : ['lower train.microBatchRows (0 picks the largest micro-batch that fits)']),
+        ...(rolloutBound || choice.rows === 1
+          ? ['lower rollout.questionsPerStep × rollout.samplesPerQuestion']
+          : []),
+        'lower rollout.maxTotalTokens',
+        'train LoRA adapters (model.lora.rank)',
+        ...(config.model.recomputeActivations ? [] : ['set model.recomputeActivations']),
+        'or raise train.memoryBudgetMiB',
+      ];
       throw new Error(
-        `the memory planner predicts ${describeMemoryPlan(plan)}, over train.memoryBudgetMiB ` +
-          `(${config.train.memoryBudgetMiB} MiB): lower rollout.questionsPerStep × rollout.samplesPerQuestion ` +
-          `or rollout.maxTotalTokens, train LoRA adapters (model.lora.rank), or set model.recomputeActivations`,
+        `the memory planner predicts ${describeMemoryPlan(choice.plan)} with ${describeMicroBatch(choice)}, ` +
+          `over train.memoryBudgetMiB (${config.train.memoryBudgetMiB} MiB)` +
+          `${choice.auto ? ' even with one row per micro-batch' : ''}: ${fixes.join(', ')}`,
       );
+    }
     const trainer = new Trainer(gpu, config, initial, options.storage ?? null);
     if (options.resume) {
       if (!options.storage) throw new Error('resume needs the run folder');
@@ -318,105 +338,123 @@ export class Trainer {
     hooks.onBatch?.(batch);
     const { B, T } = batch;
     const N = B * T;
+    // Every forward and backward of the step runs in micro-batches (train.microBatchRows): the rows
+    // [m0, m1) of `ranges`, mini-batch by mini-batch, so no pass holds more rows than the planner fitted.
+    const rowsPer = B / c.actor.miniBatches;
+    const miniBatches = Array.from({ length: c.actor.miniBatches }, (_, mb) =>
+      microBatchRanges(mb * rowsPer, (mb + 1) * rowsPer, this.microBatch.rows),
+    );
+    const ranges = miniBatches.flat();
 
     // reference log-probs (always: KL to the reference is reported every step)
     hooks.onPhase?.('reference', step);
     const trainMaskU32 = Uint32Array.from(batch.lossMask, (m, i) =>
       m > 0 || batch.policyMask[i] > 0 ? 1 : 0,
     );
-    const refLogprob = this.referenceLogprobs(batch, trainMaskU32);
+    const refLogprob = this.referenceLogprobs(batch, trainMaskU32, ranges);
     lap('reference');
 
     // old values (PPO)
     let oldValues: Tensor | null = null;
     if (this.critic) {
       hooks.onPhase?.('values', step);
-      const vf = this.critic.forward(batch.tokens);
-      oldValues = gpu.empty([N], 'f32', 'ppo.oldValues');
-      gpu.copy(vf.values, oldValues);
-      vf.release();
+      const critic = this.critic;
+      oldValues = this.perToken(batch, ranges, 'ppo.oldValues', (sub) => {
+        const vf = critic.forward(sub.tokens);
+        return { out: vf.values, release: () => vf.release() };
+      });
       lap('values');
     }
 
     // update
     hooks.onPhase?.('update', step);
     const single = c.actor.ppoEpochs * c.actor.miniBatches === 1;
-    let oldLogprob: Tensor | null = single ? null : this.logprobsOnly(this.policy, batch, trainMaskU32);
+    const klInReward = c.reward.klInRewardCoef > 0;
+    // The "old" log-probs. With one update per step they are the update forward's own (detached),
+    // filled micro-batch by micro-batch, so the first update has ratio 1 exactly; with several updates
+    // (or when the in-reward KL needs all of them before the first micro-batch's loss) a forward first.
+    const ownOld = single && (!klInReward || ranges.length === 1);
+    const oldLogprob = ownOld
+      ? gpu.empty([N], 'f32', 'batch.oldLogprob')
+      : this.logprobsOnly(this.policy, batch, trainMaskU32, ranges);
     const lossMaskT = gpu.upload(batch.lossMask, [N], 'f32', 'batch.lossMask');
     const advMaskT = gpu.upload(batch.advMask, [N], 'f32', 'batch.advMask');
     const rewardsT = gpu.upload(batch.rewards, [N], 'f32', 'batch.rewards');
     const indexT = gpu.upload(batch.index, [B], 'u32', 'batch.index');
+    // Advantages need every row (group statistics, GAE over whole rows): computed once, before the first
+    // loss; only the in-reward KL of a one-pass update waits for that pass's own log-probs.
     let advantages: Tensor | null = null;
     let returns: Tensor | null = null;
-    let firstLogprob: Float32Array | null = null;
-    let firstEntropy: Float32Array | null = null;
+    const computeAdvantages = () =>
+      ({ advantages, returns } = this.computeAdvantages(batch, {
+        rewardsT,
+        advMaskT,
+        indexT,
+        oldLogprob,
+        refLogprob,
+        values: oldValues,
+      }));
+    if (!(ownOld && klInReward)) computeAdvantages();
+    // The first epoch's forwards see every row once: their log-probs and entropies are the metrics'.
+    const firstLogprobT = gpu.empty([N], 'f32', 'batch.firstLogprob');
+    const firstEntropyT = gpu.empty([N], 'f32', 'batch.firstEntropy');
     const actorStats: Float32Array[] = [];
     let gradNormValue = 0;
     let skipped = 0;
-    const rowsPer = B / c.actor.miniBatches;
+    const temperature = c.rollout.temperature > 0 ? c.rollout.temperature : 1;
     for (let epoch = 0; epoch < c.actor.ppoEpochs; epoch++) {
       for (let mb = 0; mb < c.actor.miniBatches; mb++) {
-        const r0 = mb * rowsPer;
-        const sub = c.actor.miniBatches === 1 ? batch : sliceRows(batch, r0, r0 + rowsPer);
-        const subN = sub.B * sub.T;
+        // Micro-batches add up to the mini-batch: the loss of each is normalised by the mini-batch's
+        // active tokens and rows (policy-loss.wgsl's globals), so the accumulated gradient is the same.
+        const globals = {
+          ...lossDenominators(batch.lossMask, T, mb * rowsPer, (mb + 1) * rowsPer),
+          maxLen: batch.maxResponseLength,
+        };
         this.policy.zeroGrad();
-        const fwd = this.policy.forward(
-          sub.tokens,
-          sub.targets,
-          trainMaskU32.subarray(r0 * T, r0 * T + subN),
-          {
-            temperature: c.rollout.temperature > 0 ? c.rollout.temperature : 1,
-          },
-        );
-        if (oldLogprob === null) {
-          // On-policy single pass: the old log-probs are this forward's, detached.
-          oldLogprob = gpu.empty([N], 'f32', 'batch.oldLogprob');
-          gpu.copy(fwd.head.logprob, oldLogprob);
-        }
-        if (advantages === null) {
-          [firstLogprob, firstEntropy] = (await gpu.readMany([
-            fwd.head.logprob,
-            fwd.head.entropy,
-          ])) as Float32Array[];
-          ({ advantages, returns } = this.computeAdvantages(batch, {
-            rewardsT,
-            advMaskT,
-            indexT,
-            oldLogprob,
-            refLogprob,
-            values: oldValues,
-          }));
-        }
-        const view = (t: Tensor) => (c.actor.miniBatches === 1 ? t : this.rowsOf(t, r0 * T, subN));
-        const loss = policyLoss(gpu, {
-          logprob: fwd.head.logprob,
-          oldLogprob: view(oldLogprob),
-          advantages: view(advantages!),
-          mask: view(lossMaskT),
-          entropy: c.actor.entropyCoef !== 0 ? fwd.head.entropy : null,
-          refLogprob: c.actor.klLossCoef !== 0 ? view(refLogprob) : null,
-          B: sub.B,
-          T: sub.T,
-          clipRatioLow: c.actor.clipRatioLow,
-          clipRatioHigh: c.actor.clipRatioHigh,
-          clipRatioC: c.actor.clipRatioC,
-          mode: c.actor.lossAggMode,
-          policyLossMode: c.actor.policyLoss,
-          globals: { maxLen: batch.maxResponseLength },
-          entropyCoef: c.actor.entropyCoef,
-          klCoef: c.actor.klLossCoef,
-          klKind: c.actor.klLossKind,
+        const stats = this.eachMicroBatch(batch, miniBatches[mb], (sub, m0) => {
+          const fwd = this.policy.forward(sub.tokens, sub.targets, rowsOfArray(trainMaskU32, sub, m0), {
+            temperature,
+          });
+          const at = { offset: m0 * T * 4, size: sub.B * T * 4 };
+          if (epoch === 0) {
+            gpu.copy(fwd.head.logprob, { tensor: firstLogprobT, ...at });
+            gpu.copy(fwd.head.entropy, { tensor: firstEntropyT, ...at });
+          }
+          if (ownOld) gpu.copy(fwd.head.logprob, { tensor: oldLogprob, ...at }); // detached
+          if (advantages === null) computeAdvantages();
+          const view = this.rowView(batch, sub, m0);
+          const loss = policyLoss(gpu, {
+            logprob: fwd.head.logprob,
+            oldLogprob: view(oldLogprob),
+            advantages: view(advantages!),
+            mask: view(lossMaskT),
+            entropy: c.actor.entropyCoef !== 0 ? fwd.head.entropy : null,
+            refLogprob: c.actor.klLossCoef !== 0 ? view(refLogprob) : null,
+            B: sub.B,
+            T,
+            clipRatioLow: c.actor.clipRatioLow,
+            clipRatioHigh: c.actor.clipRatioHigh,
+            clipRatioC: c.actor.clipRatioC,
+            mode: c.actor.lossAggMode,
+            policyLossMode: c.actor.policyLoss,
+            globals,
+            entropyCoef: c.actor.entropyCoef,
+            klCoef: c.actor.klLossCoef,
+            klKind: c.actor.klLossKind,
+          });
+          this.policy.backward(fwd, loss.gLogprob, loss.gEntropy);
+          fwd.release();
+          loss.gLogprob.release();
+          loss.gEntropy?.release();
+          view.release();
+          return loss.stats;
         });
-        this.policy.backward(fwd, loss.gLogprob, loss.gEntropy);
-        fwd.release();
-        loss.gLogprob.release();
-        loss.gEntropy?.release();
-        if (c.actor.miniBatches !== 1)
-          for (const t of [view(oldLogprob), view(advantages!), view(lossMaskT)]) t.release();
         const grads = [...this.policy.trainableParams().keys()].map((n) => this.policy.grad(n));
         const norm = gradNorm(gpu, grads, { maxNorm: c.actor.maxGradNorm });
-        const [statsArr, normInfo] = await Promise.all([gpu.readF32(loss.stats), readGradNorm(gpu, norm)]);
-        loss.stats.release();
+        const [statsArr, normInfo] = await Promise.all([
+          this.readStats(stats, mergePolicyStats),
+          readGradNorm(gpu, norm),
+        ]);
         actorStats.push(statsArr);
         gradNormValue = normInfo.norm;
         if (!Number.isFinite(statsArr[0]) || normInfo.nonFinite || !Number.isFinite(normInfo.norm)) {
@@ -436,36 +474,48 @@ export class Trainer {
     let valueStats: Float32Array | null = null;
     if (this.critic && this.criticOpt && oldValues && returns) {
       hooks.onPhase?.('critic', step);
-      this.critic.zeroGrad();
-      const vf = this.critic.forward(batch.tokens);
-      const vl = valueLoss(gpu, {
-        vpreds: vf.values,
-        oldValues,
-        returns,
-        mask: advMaskT,
-        B,
-        T,
-        clipRangeValue: c.critic.clipRangeValue,
-        mode: c.actor.lossAggMode,
+      const critic = this.critic;
+      const globals = { ...lossDenominators(batch.advMask, T, 0, B), maxLen: T };
+      critic.zeroGrad();
+      const stats = this.eachMicroBatch(batch, ranges, (sub, m0) => {
+        const vf = critic.forward(sub.tokens);
+        const view = this.rowView(batch, sub, m0);
+        const vl = valueLoss(gpu, {
+          vpreds: vf.values,
+          oldValues: view(oldValues!),
+          returns: view(returns!),
+          mask: view(advMaskT),
+          B: sub.B,
+          T,
+          clipRangeValue: c.critic.clipRangeValue,
+          mode: c.actor.lossAggMode,
+          globals,
+        });
+        critic.backward(vf, vl.gValue);
+        vf.release();
+        vl.gValue.release();
+        view.release();
+        return vl.stats;
       });
-      this.critic.backward(vf, vl.gValue);
-      vf.release();
-      vl.gValue.release();
-      const grads = [...this.critic.grads().values()];
+      const grads = [...critic.grads().values()];
       const norm = gradNorm(gpu, grads, { maxNorm: c.critic.maxGradNorm });
-      const [s, info] = await Promise.all([gpu.readF32(vl.stats), readGradNorm(gpu, norm)]);
-      vl.stats.release();
+      const [s, info] = await Promise.all([this.readStats(stats, mergeValueStats), readGradNorm(gpu, norm)]);
       valueStats = s;
       if (Number.isFinite(s[0]) && !info.nonFinite)
-        this.criticOpt.step(this.critic.grads(), { gradNorm: norm, lr: this.lrAt(step, c.critic.lr) });
+        this.criticOpt.step(critic.grads(), { gradNorm: norm, lr: this.lrAt(step, c.critic.lr) });
       else skipped++;
       norm.release();
       lap('critic');
     }
 
     // metrics: one more readback of the per-token arrays
-    const [refArr, advArr] = (await gpu.readMany([refLogprob, advantages!])) as Float32Array[];
-    hooks.onUpdateArrays?.({ batch, logprob: firstLogprob!, ref: refArr, advantages: advArr });
+    const [refArr, advArr, firstLogprob, firstEntropy] = (await gpu.readMany([
+      refLogprob,
+      advantages!,
+      firstLogprobT,
+      firstEntropyT,
+    ])) as Float32Array[];
+    hooks.onUpdateArrays?.({ batch, logprob: firstLogprob, ref: refArr, advantages: advArr });
     for (const t of [
       refLogprob,
       oldLogprob,
@@ -476,13 +526,15 @@ export class Trainer {
       advantages,
       returns,
       oldValues,
-    ])
+      firstLogprobT,
+      firstEntropyT,
+    ] as (Tensor | null)[])
       t?.release();
     this.step = step;
     if (skipped > 0) this.skippedSteps++;
     const metrics = this.rlMetrics(step, trajectories, batch, {
-      logprob: firstLogprob!,
-      entropy: firstEntropy!,
+      logprob: firstLogprob,
+      entropy: firstEntropy,
       ref: refArr,
       adv: advArr,
       actorStats,
@@ -506,7 +558,67 @@ export class Trainer {
     return out;
   }
 
-  /** Log-probs of a batch's targets under `model` (no activations kept), [N]. */
+  /**
+   * One pass per micro-batch [m0, m1) of `ranges`, in order, on rows [m0, m1) of `batch` (the batch
+   * itself when a range covers it all); returns what each pass returned. An update's passes each run a
+   * forward and a backward that adds into the gradients, between one zeroGrad and one optimizer step
+   * (gradient accumulation); forward-only passes fill per-token tensors (perToken).
+   */
+  private eachMicroBatch<R>(
+    batch: TrainingBatch,
+    ranges: ReadonlyArray<readonly [number, number]>,
+    pass: (sub: TrainingBatch, m0: number) => R,
+  ): R[] {
+    return ranges.map(([m0, m1]) => pass(m0 === 0 && m1 === batch.B ? batch : sliceRows(batch, m0, m1), m0));
+  }
+
+  /**
+   * The step's per-token tensors (oldLogprob, advantages, masks, ...) cut to one micro-batch's rows, as
+   * its loss reads them: the tensor itself when the micro-batch is the whole batch, else a copy of
+   * its rows; release() frees the copies.
+   */
+  private rowView(batch: TrainingBatch, sub: TrainingBatch, m0: number) {
+    const copies: Tensor[] = [];
+    const view = (t: Tensor): Tensor => {
+      if (sub.B === batch.B) return t;
+      const out = this.rowsOf(t, m0 * batch.T, sub.B * batch.T);
+      copies.push(out);
+      return out;
+    };
+    return Object.assign(view, {
+      release: () => {
+        for (const t of copies) t.release();
+      },
+    });
+  }
+
+  /** A per-token f32 [N] tensor of the whole batch, assembled from a forward-only pass per micro-batch. */
+  private perToken(
+    batch: TrainingBatch,
+    ranges: ReadonlyArray<readonly [number, number]>,
+    label: string,
+    pass: (sub: TrainingBatch, m0: number) => { out: Tensor; release(): void },
+  ): Tensor {
+    const { B, T } = batch;
+    const out = this.gpu.empty([B * T], 'f32', label);
+    this.eachMicroBatch(batch, ranges, (sub, m0) => {
+      const r = pass(sub, m0);
+      this.gpu.copy(r.out, { tensor: out, offset: m0 * T * 4, size: sub.B * T * 4 });
+      r.release();
+    });
+    return out;
+  }
+
+  /** Reads the stats tensors of an update's micro-batches, releases them and merges them into one. */
+  private async readStats(
+    parts: Tensor[],
+    merge: (parts: Float32Array[]) => Float32Array,
+  ): Promise<Float32Array> {
+    const arrays = (await this.gpu.readMany(parts)) as Float32Array[];
+    for (const t of parts) t.release();
+    return merge(arrays);
+  }
+
   /** The LoRA settings when the actor trains adapters (model.lora.rank > 0), else null. */
   get loraConfig(): LoraConfig | null {
     const l = this.config.model.lora;
@@ -514,24 +626,32 @@ export class Trainer {
   }
 
   /** Log-probs under the KL reference: the frozen copy, or (LoRA) the policy with its adapters off. */
-  private referenceLogprobs(batch: TrainingBatch, mask: Uint32Array): Tensor {
-    if (this.reference) return this.logprobsOnly(this.reference, batch, mask);
+  private referenceLogprobs(
+    batch: TrainingBatch,
+    mask: Uint32Array,
+    ranges: ReadonlyArray<readonly [number, number]>,
+  ): Tensor {
+    if (this.reference) return this.logprobsOnly(this.reference, batch, mask, ranges);
     this.policy.adaptersEnabled = false;
     try {
-      return this.logprobsOnly(this.policy, batch, mask);
+      return this.logprobsOnly(this.policy, batch, mask, ranges);
     } finally {
       this.policy.adaptersEnabled = true;
     }
   }
 
-  private logprobsOnly(model: QwenGpuModel, batch: TrainingBatch, mask: Uint32Array): Tensor {
-    const fwd = model.forward(batch.tokens, batch.targets, mask, {
-      temperature: this.config.rollout.temperature > 0 ? this.config.rollout.temperature : 1,
+  /** Log-probs of a batch's targets under `model`, [N], one micro-batch of `ranges` at a time. */
+  private logprobsOnly(
+    model: QwenGpuModel,
+    batch: TrainingBatch,
+    mask: Uint32Array,
+    ranges: ReadonlyArray<readonly [number, number]>,
+  ): Tensor {
+    const temperature = this.config.rollout.temperature > 0 ? this.config.rollout.temperature : 1;
+    return this.perToken(batch, ranges, 'logprobs', (sub, m0) => {
+      const fwd = model.forward(sub.tokens, sub.targets, rowsOfArray(mask, sub, m0), { temperature });
+      return { out: fwd.head.logprob, release: () => fwd.release() };
     });
-    const out = this.gpu.empty([batch.B * batch.T], 'f32', 'logprobs');
-    this.gpu.copy(fwd.head.logprob, out);
-    fwd.release();
-    return out;
   }
 
   /** Token rewards (with the optional KL penalty) → advantages and returns, on the GPU. */
@@ -746,19 +866,28 @@ export class Trainer {
     );
     const maskU32 = Uint32Array.from(weight, (w) => (w > 0 ? 1 : 0));
     const totalWeight = weight.reduce((s, w) => s + w, 0);
+    // d loss / d logprob of the weighted mean cross-entropy over the whole batch: each micro-batch's
+    // rows take their part of it, so the accumulated gradient is the whole batch's.
     const g = gpu.upload(
       Float32Array.from(weight, (w) => -w / totalWeight),
       [N],
       'f32',
       'sft.gLogprob',
     );
+    const lpT = gpu.empty([N], 'f32', 'sft.logprob');
     this.policy.zeroGrad();
-    const fwd = this.policy.forward(batch.tokens, batch.targets, maskU32);
-    this.policy.backward(fwd, g);
+    this.eachMicroBatch(batch, microBatchRanges(0, batch.B, this.microBatch.rows), (sub, m0) => {
+      const fwd = this.policy.forward(sub.tokens, sub.targets, rowsOfArray(maskU32, sub, m0));
+      const view = this.rowView(batch, sub, m0);
+      this.policy.backward(fwd, view(g));
+      gpu.copy(fwd.head.logprob, { tensor: lpT, offset: m0 * batch.T * 4, size: sub.B * batch.T * 4 });
+      fwd.release();
+      view.release();
+    });
     const grads = [...this.policy.trainableParams().keys()].map((n) => this.policy.grad(n));
     const norm = gradNorm(gpu, grads, { maxNorm: c.actor.maxGradNorm });
-    const [lp, info] = await Promise.all([gpu.readF32(fwd.head.logprob), readGradNorm(gpu, norm)]);
-    fwd.release();
+    const [lp, info] = await Promise.all([gpu.readF32(lpT), readGradNorm(gpu, norm)]);
+    lpT.release();
     g.release();
     // sft/loss stays the policy tokens' mean NLL whatever contextWeight is, so runs compare.
     let nll = 0;
@@ -1006,6 +1135,84 @@ async function readOptimizer(storage: RunStorage, path: string, steps: Record<st
     params[name] = { step, m: tensorToFloat32(file, `m/${name}`), v: tensorToFloat32(file, `v/${name}`) };
   }
   return { version: 1 as const, params };
+}
+
+/**
+ * Row ranges [m0, m1) covering rows [r0, r1) in micro-batches of `size` rows, the last one smaller
+ * when `size` does not divide the rows.
+ */
+export function microBatchRanges(r0: number, r1: number, size: number): Array<[number, number]> {
+  const step = Math.max(1, Math.floor(size));
+  const out: Array<[number, number]> = [];
+  for (let m = r0; m < r1; m += step) out.push([m, Math.min(m + step, r1)]);
+  return out;
+}
+
+/**
+ * The whole update's denominators for policy-loss.wgsl's globals: the active (mask ≠ 0) tokens and
+ * the rows holding any, of rows [r0, r1) of a [B, T] mask.
+ */
+export function lossDenominators(
+  mask: ArrayLike<number>,
+  T: number,
+  r0: number,
+  r1: number,
+): { tokens: number; rows: number } {
+  let tokens = 0;
+  let rows = 0;
+  for (let b = r0; b < r1; b++) {
+    let n = 0;
+    for (let i = b * T; i < (b + 1) * T; i++) if (mask[i] !== 0) n++;
+    tokens += n;
+    if (n > 0) rows++;
+  }
+  return { tokens, rows };
+}
+
+/** Rows [m0, m0 + sub.B) of a per-token array of the whole batch. */
+function rowsOfArray<A extends Uint32Array | Float32Array>(a: A, sub: TrainingBatch, m0: number): A {
+  return a.subarray(m0 * sub.T, (m0 + sub.B) * sub.T) as A;
+}
+
+/**
+ * Merges the stats of one update's micro-batches into the stats of one pass over all its rows: the
+ * aggregated terms add up (each micro-batch's is normalised by the whole update's denominators),
+ * the masked means are weighted by each micro-batch's active tokens, the counts add up and the
+ * denominators are the update's.
+ */
+function mergeStats(
+  parts: Float32Array[],
+  slots: { sums: readonly number[]; means: readonly number[]; tokens: number; rows: number },
+): Float32Array {
+  if (parts.length === 1) return parts[0];
+  const out = Float32Array.from(parts[0]);
+  const tokens = parts.reduce((n, p) => n + p[slots.tokens], 0);
+  for (const k of [...slots.sums, slots.tokens, slots.rows]) out[k] = parts.reduce((x, p) => x + p[k], 0);
+  for (const k of slots.means)
+    out[k] = tokens > 0 ? parts.reduce((x, p) => x + p[k] * p[slots.tokens], 0) / tokens : 0;
+  return out;
+}
+
+/** mergeStats for the actor's stats (POLICY_STAT). */
+export function mergePolicyStats(parts: Float32Array[]): Float32Array {
+  const S = POLICY_STAT;
+  return mergeStats(parts, {
+    sums: [S.loss, S.pgLoss, S.entropy, S.klLoss],
+    means: [S.clipfrac, S.clipfracLower, S.ppoKl],
+    tokens: S.activeTokens,
+    rows: S.activeRows,
+  });
+}
+
+/** mergeStats for the critic's stats (VALUE_STAT). */
+export function mergeValueStats(parts: Float32Array[]): Float32Array {
+  const S = VALUE_STAT;
+  return mergeStats(parts, {
+    sums: [S.loss],
+    means: [S.clipfrac, S.vpredMean],
+    tokens: S.activeTokens,
+    rows: S.activeRows,
+  });
 }
 
 export function mean(xs: readonly number[]): number {

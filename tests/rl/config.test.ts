@@ -24,6 +24,8 @@ describe('train config', () => {
       [{ name: 'a b' }, '"name" may hold only'],
       [{ rollout: { samplesPerQuestion: 1 } }, 'must be >= 2 for grpo'],
       [{ actor: { miniBatches: 3 } }, '"actor.miniBatches" must divide the 16 episodes'],
+      [{ train: { microBatchRows: -1 } }, '"train.microBatchRows" must be >= 0'],
+      [{ train: { microBatchRows: 1.5 } }, '"train.microBatchRows" must be an integer'],
       [[], 'must be a JSON object'],
     ];
     for (const [raw, message] of bad) {
