@@ -20,6 +20,7 @@ import { loadCheckpoint } from '../src/agent/model/checkpoint.ts';
 import { directorySource } from '../src/agent/model/node-fs.ts';
 import { Gpu } from '../src/gpu/runtime.ts';
 import { ConfigError, parseConfigText } from '../src/rl/config.ts';
+import { describeMicroBatch } from '../src/rl/memory.ts';
 import { directoryStorage } from '../src/rl/node-storage.ts';
 import { METRICS_FILE, runTraining } from '../src/rl/run.ts';
 import type { StepMetrics } from '../src/rl/trainer.ts';
@@ -132,7 +133,7 @@ const trainer = await Trainer.create(gpu, config, initial, { storage, resume: va
 if (values.resume) console.log(`train: resuming ${outDir} from step ${trainer.step}`);
 console.log(
   `train: ${config.name}: ${config.algorithm.name} on ${config.task.kind}/${config.task.preset}, model ${config.model.path}, ` +
-    `${config.train.steps} steps → ${outDir} [${gpu.report.kind}: ${gpu.report.description || gpu.report.device}]`,
+    `${config.train.steps} steps, ${describeMicroBatch(trainer.microBatch)} → ${outDir} [${gpu.report.kind}: ${gpu.report.description || gpu.report.device}]`,
 );
 
 const isTty = process.stdout.isTTY === true;

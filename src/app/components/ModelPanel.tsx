@@ -1,7 +1,7 @@
 import { type DragEvent, useEffect, useState } from 'react';
 import { describeMemoryPlan } from '../../agent/model/memory-plan.ts';
 import { formatBytes } from '../../gpu/errors.ts';
-import { trainingMemoryPlan } from '../../rl/memory.ts';
+import { describeMicroBatch, pickMicroBatchRows } from '../../rl/memory.ts';
 import { droppedFiles } from '../browser-files.ts';
 import { type ModelInfo, useLab, type WeightsDtype } from '../store.ts';
 import { OnnxExport } from './OnnxExport.tsx';
@@ -214,7 +214,8 @@ function LoadProgress() {
 function ModelDetails({ model }: { model: ModelInfo }) {
   const c = model.config;
   const trainConfig = useLab((s) => s.trainConfig);
-  const plan = trainingMemoryPlan(c, trainConfig);
+  const micro = pickMicroBatchRows(c, trainConfig);
+  const plan = micro.plan;
   const gpuLive = useLab((s) => s.gpuLiveBytes);
   const download = useLab((s) => s.download);
   const downloadWeights = useLab((s) => s.downloadWeights);
@@ -261,13 +262,17 @@ function ModelDetails({ model }: { model: ModelInfo }) {
         <dt>to train it</dt>
         <dd
           data-testid="model-train-memory"
-          title="the memory planner (src/agent/model/memory-plan.ts) for the Train screen's settings: weights, KL reference, AdamW moments, activations, gradients and the backward's scratch, every episode padded to the token budget"
+          title="the memory planner (src/agent/model/memory-plan.ts) for the Train screen's settings: weights, KL reference, AdamW moments, activations, gradients and the backward's scratch, every episode padded to the token budget; the micro-batch is train.microBatchRows, or the largest that fits train.memoryBudgetMiB"
         >
           {describeMemoryPlan(plan)}, for{' '}
           {trainConfig.rollout.questionsPerStep * trainConfig.rollout.samplesPerQuestion} episodes of up to{' '}
           {trainConfig.rollout.maxTotalTokens} tokens,{' '}
           {trainConfig.model.lora.rank > 0 ? `LoRA rank ${trainConfig.model.lora.rank}` : 'full fine-tuning'}
-          {trainConfig.model.recomputeActivations ? ', recomputation on' : ''} (Train screen)
+          {trainConfig.model.recomputeActivations ? ', recomputation on' : ''}, {describeMicroBatch(micro)}
+          {micro.fits
+            ? ''
+            : ` — over train.memoryBudgetMiB (${trainConfig.train.memoryBudgetMiB} MiB): training would refuse to start`}{' '}
+          (Train screen)
         </dd>
         <dt>largest binding</dt>
         <dd>

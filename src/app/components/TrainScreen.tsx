@@ -139,6 +139,12 @@ export function TrainScreen() {
           />
           <NumberField path="actor.ppoEpochs" label="epochs / batch" disabled={busy || active} />
           <NumberField
+            path="train.microBatchRows"
+            label="rows / pass"
+            disabled={busy || active}
+            hint="micro-batch: rows per forward/backward, gradients accumulated over the update (0 = the largest that fits train.memoryBudgetMiB, or all)"
+          />
+          <NumberField
             path="train.checkpointEvery"
             label="checkpoint every"
             disabled={busy || active}
