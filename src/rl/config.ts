@@ -52,6 +52,13 @@ export interface TrainConfig {
     lora: { rank: number; alpha: number; modules: LoraModule[] };
     /** Recompute each layer's activations in backward instead of keeping them (less memory, ~1 more forward). */
     recomputeActivations: boolean;
+    /**
+     * Storage of the frozen base matrices of a LoRA run: 'f32', 'f16', 'bf16', or 'auto' (f16 where
+     * the adapter has shader-f16, else bf16). Half precision halves their bytes; the kernels widen
+     * them to f32, and the KL reference (the base with adapters off) reads the same rounded weights.
+     * Full fine-tuning trains every weight in f32, so it needs 'f32'.
+     */
+    frozenWeights: 'f32' | 'f16' | 'bf16' | 'auto';
   };
   task: {
     kind: 'synthetic';
@@ -180,6 +187,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     path: 'public/models/qwen-tiny',
     lora: { rank: 0, alpha: 16, modules: [...LORA_MODULES] },
     recomputeActivations: false,
+    frozenWeights: 'f32',
   },
   task: {
     kind: 'synthetic',
@@ -302,6 +310,7 @@ const CHECKS: Record<string, Check> = {
   'model.lora.alpha': positive,
   'model.lora.modules': arrayOf(oneOf([...LORA_MODULES]), 1),
   'model.recomputeActivations': bool,
+  'model.frozenWeights': oneOf(['f32', 'f16', 'bf16', 'auto']),
   'task.kind': oneOf(['synthetic']),
   'task.preset': oneOf(['default', 'compact']),
   'task.seed': int(0, 2 ** 31),
@@ -423,6 +432,12 @@ export function resolveConfig(raw: unknown): TrainConfig {
     throw new ConfigError(
       'rollout.samplesPerQuestion',
       `must be >= 2 for ${c.algorithm.name} (a group of one has no baseline), got ${c.rollout.samplesPerQuestion}`,
+    );
+  }
+  if (c.model.frozenWeights !== 'f32' && c.model.lora.rank === 0) {
+    throw new ConfigError(
+      'model.frozenWeights',
+      `"${c.model.frozenWeights}" needs LoRA (model.lora.rank > 0): full fine-tuning trains every weight in f32`,
     );
   }
   const rows = c.rollout.questionsPerStep * c.rollout.samplesPerQuestion;

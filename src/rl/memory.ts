@@ -38,6 +38,7 @@ export function trainingMemoryPlan(model: ModelConfig, config: TrainConfig, micr
     tokens: config.rollout.maxTotalTokens,
     lora: l.rank > 0 ? { rank: l.rank, alpha: l.alpha, modules: [...l.modules] } : null,
     recompute: config.model.recomputeActivations,
+    frozenWeights: config.model.frozenWeights,
     reference: !sft,
     optimizer: true,
     critic: config.algorithm.name === 'ppo',

@@ -94,7 +94,7 @@ export interface TrainerHooks {
 
 /**
  * Per-position arrays of an RL step, [B, T] row-major like the batch (position i scores token i + 1):
- * the first forward's log-probs, the reference's log-probs and the advantages.
+ * the first epoch's log-probs (each row's first forward), the reference's log-probs and the advantages.
  */
 export interface UpdateArrays {
   batch: TrainingBatch;
@@ -175,7 +175,17 @@ export class Trainer {
     this.microBatch = pickMicroBatchRows(initial.config, config);
     this.tokenizer = QwenTokenizer.fromFiles(initial.tokenizerFiles);
     const weights = new Map([...initial.tensors].map(([k, t]) => [k, { shape: t.shape, data: t.data }]));
-    this.policy = new QwenGpuModel(gpu, initial.config, weights);
+    // A LoRA run may keep its frozen base in half precision (model.frozenWeights), uploaded as such.
+    const fw = config.model.frozenWeights;
+    const frozenDtype =
+      config.model.lora.rank > 0 && fw !== 'f32'
+        ? fw === 'auto'
+          ? gpu.hasF16
+            ? 'f16'
+            : 'bf16'
+          : fw
+        : undefined;
+    this.policy = new QwenGpuModel(gpu, initial.config, weights, { frozenDtype });
     this.policy.recomputeActivations = config.model.recomputeActivations;
     const lora = this.loraConfig;
     if (lora) {

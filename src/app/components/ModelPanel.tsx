@@ -267,7 +267,9 @@ function ModelDetails({ model }: { model: ModelInfo }) {
           {describeMemoryPlan(plan)}, for{' '}
           {trainConfig.rollout.questionsPerStep * trainConfig.rollout.samplesPerQuestion} episodes of up to{' '}
           {trainConfig.rollout.maxTotalTokens} tokens,{' '}
-          {trainConfig.model.lora.rank > 0 ? `LoRA rank ${trainConfig.model.lora.rank}` : 'full fine-tuning'}
+          {trainConfig.model.lora.rank > 0
+            ? `LoRA rank ${trainConfig.model.lora.rank}${trainConfig.model.frozenWeights === 'f32' ? '' : `, ${trainConfig.model.frozenWeights} base`}`
+            : 'full fine-tuning'}
           {trainConfig.model.recomputeActivations ? ', recomputation on' : ''}, {describeMicroBatch(micro)}
           {micro.fits
             ? ''

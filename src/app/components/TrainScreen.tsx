@@ -34,6 +34,8 @@ const PHASE_WORDS: Record<string, string> = {
 
 const MemoTrajectoryList = memo(TrajectoryList);
 
+const FROZEN_WEIGHTS = ['f32', 'bf16', 'f16', 'auto'] as const;
+
 export function TrainScreen() {
   const model = useLab((s) => s.model);
   const config = useLab((s) => s.trainConfig);
@@ -103,6 +105,13 @@ export function TrainScreen() {
             label="LoRA alpha"
             disabled={busy || active || trainConfigLoraRank === 0}
             hint="adapter scale alpha / rank"
+          />
+          <SelectField
+            path="model.frozenWeights"
+            label="frozen base"
+            disabled={busy || active || trainConfigLoraRank === 0}
+            hint="storage of the frozen base under LoRA: half precision halves its memory, computed in f32 (auto: f16 with shader-f16, else bf16)"
+            options={FROZEN_WEIGHTS.map((v) => ({ value: v, label: v }))}
           />
           <NumberField
             path="rollout.temperature"
