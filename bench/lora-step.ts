@@ -64,7 +64,7 @@ function sync(): Promise<void> {
 /** Positions the LM head trains on: `share` of each row, spread through it (one turn's tokens). */
 function policyMask(): Uint32Array {
   const m = new Uint32Array(N);
-  for (let i = 0; i < N; i++) if ((i % 100) / 100 < share && (i + 1) % T !== 0) m[i] = 1;
+  for (let i = 0; i < N; i++) if ((i * 37) % 100 < share * 100 && (i + 1) % T !== 0) m[i] = 1;
   return m;
 }
 const ids = Array.from({ length: B }, (_, b) =>
