@@ -108,7 +108,7 @@ describe.each(MODES)('half-precision weights: $name', ({ dtype, native }) => {
       const out = embedding(gpu, table, ids, { maxChunkRows });
       const got = await gpu.readF32(out);
       const want = new Float32Array(idList.length * D);
-      idList.forEach((id, n) => want.set(widened.subarray(id * D, (id + 1) * D), n * D));
+      for (const [n, id] of idList.entries()) want.set(widened.subarray(id * D, (id + 1) * D), n * D);
       expect(got).toEqual(want);
       out.release();
     }

@@ -85,6 +85,8 @@ describe('half-precision frozen base (model.frozenWeights)', () => {
     expect(() => resolveConfig({ model: { frozenWeights: 'f8', lora: { rank: 4 } } })).toThrow(
       /model\.frozenWeights/,
     );
-    expect(resolveConfig({ model: { frozenWeights: 'auto', lora: { rank: 4 } } }).model.frozenWeights).toBe('auto');
+    expect(resolveConfig({ model: { frozenWeights: 'auto', lora: { rank: 4 } } }).model.frozenWeights).toBe(
+      'auto',
+    );
   });
 });
