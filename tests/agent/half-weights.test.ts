@@ -12,7 +12,7 @@ import { directorySource } from '../../src/agent/model/node-fs.ts';
 import { packBatch, QwenGpuModel } from '../../src/agent/model/qwen-gpu.ts';
 import { tinyCheckpoint, tinySpec } from '../../src/agent/model/tiny-checkpoints.ts';
 import { getTestGpu, randomArray } from '../helpers/gpu.ts';
-import { maxAbsDiff } from './helpers.ts';
+import { maxAbsDiff, nextTokenTargets } from './helpers.ts';
 
 type Weights = Map<string, { shape: number[]; data: Float32Array }>;
 type Half = 'f16' | 'bf16';
@@ -45,20 +45,6 @@ const seqs = [
   [5, 17, 99, 3, 250, 41, 7, 8, 19],
   [8, 300, 12, 60],
 ];
-
-function lossInputs(batch: ReturnType<typeof packBatch>) {
-  const N = batch.B * batch.T;
-  const targets = new Uint32Array(N);
-  const mask = new Uint32Array(N);
-  let count = 0;
-  for (let i = 0; i < N; i++)
-    if (batch.seg[i] && (i + 1) % batch.T !== 0 && batch.seg[i + 1]) {
-      targets[i] = batch.ids[i + 1];
-      mask[i] = 1;
-      count++;
-    }
-  return { targets, mask, count, N };
-}
 
 describe('half-precision frozen weights (LoRA base)', () => {
   for (const [name, dtype] of [
@@ -113,7 +99,7 @@ describe('half-precision frozen weights (LoRA base)', () => {
       expect(g1.tokens).toEqual(g2.tokens);
 
       // Adapter gradients through the half base (dX of frozen half matrices, the half LM head).
-      const { targets, mask, count, N } = lossInputs(batch);
+      const { targets, mask, count, N } = nextTokenTargets(batch);
       const gradsOf = async (m: QwenGpuModel) => {
         m.zeroGrad();
         const fwd = m.forward(batch, targets, mask);

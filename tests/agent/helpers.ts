@@ -18,3 +18,28 @@ export function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs(a[i] - b[i]));
   return max;
 }
+
+/** Next-token targets of a packed batch and the mask of positions that have one (not padding, not a row's last). */
+export function nextTokenTargets(batch: {
+  B: number;
+  T: number;
+  ids: ArrayLike<number>;
+  seg: ArrayLike<number>;
+}): {
+  targets: Uint32Array;
+  mask: Uint32Array;
+  count: number;
+  N: number;
+} {
+  const N = batch.B * batch.T;
+  const targets = new Uint32Array(N);
+  const mask = new Uint32Array(N);
+  let count = 0;
+  for (let i = 0; i < N; i++)
+    if (batch.seg[i] && (i + 1) % batch.T !== 0 && batch.seg[i + 1]) {
+      targets[i] = batch.ids[i + 1];
+      mask[i] = 1;
+      count++;
+    }
+  return { targets, mask, count, N };
+}

@@ -22,7 +22,7 @@ import { parseSafetensors } from '../../src/agent/model/safetensors.ts';
 import { tinyCheckpoint, tinySpec } from '../../src/agent/model/tiny-checkpoints.ts';
 import { getTestGpu, randomArray } from '../helpers/gpu.ts';
 import { referenceLoss } from '../reference/qwen-ref.ts';
-import { maxAbsDiff } from './helpers.ts';
+import { maxAbsDiff, nextTokenTargets } from './helpers.ts';
 
 type Weights = Map<string, { shape: number[]; data: Float32Array }>;
 
@@ -91,16 +91,7 @@ describe('LoRA', () => {
         .sort(),
     );
     const batch = packBatch(seqs, { padSide: 'left' });
-    const N = batch.B * batch.T;
-    const targets = new Uint32Array(N);
-    const mask = new Uint32Array(N);
-    let count = 0;
-    for (let i = 0; i < N; i++)
-      if (batch.seg[i] && (i + 1) % batch.T !== 0 && batch.seg[i + 1]) {
-        targets[i] = batch.ids[i + 1];
-        mask[i] = 1;
-        count++;
-      }
+    const { targets, mask, count, N } = nextTokenTargets(batch);
     const fwd = model.forward(batch, targets, mask);
     const g = gpu.upload(
       Float32Array.from(mask, (m) => (m ? -1 / count : 0)),

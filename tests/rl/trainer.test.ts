@@ -5,7 +5,6 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Checkpoint, loadCheckpoint } from '../../src/agent/model/checkpoint.ts';
 import { directorySource } from '../../src/agent/model/node-fs.ts';
-import { packBatch, QwenGpuModel } from '../../src/agent/model/qwen-gpu.ts';
 import { memorySource } from '../../src/agent/model/sources.ts';
 import { renderQwen3Chat } from '../../src/env/chat-format.ts';
 import { createOraclePolicy } from '../../src/env/policies/oracle.ts';
@@ -16,6 +15,7 @@ import { buildSftTraces } from '../../src/rl/sft.ts';
 import { memoryStorage, readText } from '../../src/rl/storage.ts';
 import { type StepMetrics, Trainer, trainingMemoryPlan } from '../../src/rl/trainer.ts';
 import { getTestGpu } from '../helpers/gpu.ts';
+import { loadSavedCheckpoint, logitGap } from '../helpers/saved-checkpoint.ts';
 
 let gpu: Gpu;
 let initial: Checkpoint;
@@ -211,25 +211,9 @@ describe('trainer', () => {
       'adapter_model.safetensors',
     ]);
     // The merged checkpoint is the adapted policy: its logits equal the policy's.
-    const saved = await loadCheckpoint(
-      memorySource(
-        new Map(
-          await Promise.all(
-            ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json'].map(
-              async (n) => [n, (await storage.read(`checkpoints/step-000001/${n}`))!] as const,
-            ),
-          ),
-        ),
-      ),
-    );
-    const merged = new QwenGpuModel(gpu, saved.config, saved.tensors);
-    const probe = packBatch([[1, 2, 3, 4, 5, 6]]);
-    const a = await t.policy.logits(probe);
-    const b = await merged.logits(probe);
-    let worst = 0;
-    for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i] - b[i]));
-    expect(worst).toBeLessThan(1e-4);
-    merged.release();
+    expect(
+      await logitGap(gpu, t.policy, await loadSavedCheckpoint(storage, 'checkpoints/step-000001')),
+    ).toBeLessThan(1e-4);
     const m2 = await t.trainStep();
     expect(m2['actor/kl_ref_k3'] as number).toBeGreaterThan(0);
     const resumed = await make(config, { storage, resume: true });
