@@ -10,9 +10,9 @@
 //
 // --share: the fraction of positions that are the policy's tokens (the LM head's rows; an agent
 // episode here is about a quarter policy tokens). --rank 0 trains everything (full fine-tuning, f32,
-// with a reference copy). --head-only skips the step and times only the LM head, before (all rows,
-// f32, with its weight gradient: full fine-tuning without the compact head) and after (policy rows,
-// frozen, --frozen dtype).
+// with a reference copy). --head-only skips the step and times only the LM head as a step runs it (the
+// reference's forward, the policy's forward, the backward), before (all rows, f32, with its weight
+// gradient: full fine-tuning without the compact head) and after (policy rows, frozen, --frozen dtype).
 import { parseArgs } from 'node:util';
 import { initLoraWeights, LORA_MODULES } from '../src/agent/model/lora.ts';
 import { planTrainingMemory } from '../src/agent/model/memory-plan.ts';
@@ -37,6 +37,7 @@ const { values: args } = parseArgs({
     reps: { type: 'string', default: '1' },
     decode: { type: 'string', default: '4' },
     'head-only': { type: 'boolean', default: false },
+    sleep: { type: 'string', default: '1' },
   },
 });
 const B = Number(args.rows);
@@ -48,7 +49,9 @@ const recompute = args.recompute !== '0';
 const shape = args.shape === 'tiny' ? TINY : QWEN25_05B;
 const N = B * T;
 
-const gpu = await Gpu.create();
+// --sleep 0: wait for the GPU by spinning only (the runtime's default in Node sleeps first for most of
+// the predicted GPU time, src/gpu/runtime.ts).
+const gpu = await Gpu.create({ sleepBeforeWait: args.sleep !== '0' });
 const adapter = `${gpu.report.kind} — ${gpu.report.description || gpu.report.device}`;
 console.log(`adapter: ${adapter}`);
 const config = shapeConfig(shape);
@@ -93,12 +96,19 @@ if (args['head-only']) {
     );
     const g = gpu.upload(new Float32Array(rows).fill(-1 / rows), [rows]);
     const dW = withDw ? gpu.zeros(w.shape, 'f32') : undefined;
+    // A step runs the head three times over: the reference's forward, the policy's, its backward.
+    await sync();
+    const s0 = performance.now();
+    tokenLogprob(gpu, hRows, w, tg).release();
     await sync();
     const s = performance.now();
     const f = tokenLogprob(gpu, hRows, w, tg);
     const r = tokenLogprobBackward(gpu, hRows, w, tg, f, { gLogprob: g, computeDw: withDw, dW });
     await sync();
-    const ms = performance.now() - s;
+    const ms = performance.now() - s0;
+    console.log(
+      `  head over ${rows} rows: forward ${((s - s0) / 1000).toFixed(2)} s, forward + backward ${((performance.now() - s) / 1000).toFixed(2)} s`,
+    );
     f.release();
     r.dh?.release();
     for (const t of [tg, g, dW]) t?.release();
@@ -106,14 +116,14 @@ if (args['head-only']) {
     return ms;
   };
   const before = await headTime(N, full.lmHead, true);
-  console.log(`LM head before (all ${N} rows, f32, with dW): ${(before / 1000).toFixed(2)} s`);
+  console.log(`LM head before (all ${N} rows, f32, with dW): ${(before / 1000).toFixed(2)} s per step`);
   full.release();
   const m = new QwenGpuModel(gpu, config, weights, {
     frozenDtype: lora && frozen !== 'f32' ? frozen : undefined,
   });
   const after = await headTime(active, m.lmHead, !lora);
   console.log(
-    `LM head after (${active} policy rows, ${m.lmHead.dtype}, ${lora ? 'frozen' : 'with dW'}): ${(after / 1000).toFixed(2)} s (${(before / after).toFixed(2)}× less time)`,
+    `LM head after (${active} policy rows, ${m.lmHead.dtype}, ${lora ? 'frozen' : 'with dW'}): ${(after / 1000).toFixed(2)} s per step (${(before / after).toFixed(2)}× less time)`,
   );
   gpu.destroy();
   process.exit(0);

@@ -8,6 +8,7 @@ import {
 } from '../../src/gpu/errors.ts';
 import { matmul } from '../../src/gpu/kernels/matmul.ts';
 import { Gpu, poolBucketSize } from '../../src/gpu/runtime.ts';
+import type { Tensor } from '../../src/gpu/tensor.ts';
 import { getTestGpu } from '../helpers/gpu.ts';
 
 describe('gpu runtime', () => {
@@ -123,6 +124,27 @@ describe('gpu runtime', () => {
     let out = a;
     for (let i = 0; i < 8; i++) out = matmul(gpu, a, a);
     await expect(gpu.read(out)).rejects.toBeInstanceOf(GpuTimeoutError);
+    gpu.destroy();
+  });
+
+  it('sleeps before a wait only on a rate learned from waits of the same size', async () => {
+    // Small waits (four 256³ matmuls) and large ones (eight 512³) may run at different rates on a CPU
+    // adapter; a rate learned from one kind must not time the other (the first update after a rollout
+    // overslept 3x before the rates were kept per size).
+    const gpu = await Gpu.create({ sleepBeforeWait: true });
+    const small = gpu.zeros([256, 256]);
+    const large = gpu.zeros([512, 512]);
+    const wait = async (a: Tensor, n: number) => {
+      let out = a;
+      for (let i = 0; i < n; i++) out = matmul(gpu, a, a);
+      await gpu.read(out);
+    };
+    for (let i = 0; i < 6; i++) await wait(small, 4);
+    const slept = gpu.stats.sleptWaits;
+    await wait(large, 8); // a size never seen: no sleep on a foreign rate
+    expect(gpu.stats.sleptWaits).toBe(slept);
+    for (let i = 0; i < 4; i++) await wait(large, 8);
+    expect(gpu.stats.sleptWaits).toBeGreaterThan(slept); // its own rate, once learned
     gpu.destroy();
   });
 
