@@ -206,6 +206,30 @@ describe('LabEngine', () => {
     await fresh.trainReset();
   });
 
+  it('trains LoRA adapters on a bf16 base in the tab; the download holds the merged weights and the PEFT adapter', async () => {
+    const config = micro((c) => {
+      c.train.steps = 1;
+      c.train.evalSize = 0;
+      c.model.lora = { rank: 4, alpha: 8, modules: ['q_proj', 'v_proj'] };
+      c.model.frozenWeights = 'bf16';
+    });
+    await engine.trainSetup({ config, resumeId: null });
+    const one = await engine.trainOneStep();
+    expect(one.step).toBe(1);
+    const line = events.findLast((e) => e.type === 'train-metrics');
+    expect(line?.type === 'train-metrics' && line.line['actor/kl_ref_k3']).toBe(0);
+    const zip = await engine.trainWeightsZip();
+    expect(zip.files.map((f) => f.name)).toEqual(
+      expect.arrayContaining([
+        'model.safetensors',
+        'config.json',
+        'adapter/adapter_config.json',
+        'adapter/adapter_model.safetensors',
+      ]),
+    );
+    await engine.trainReset();
+  });
+
   it('ONNX: the loaded model and a trained policy zip for transformers.js; the in-tab check (wasm) equals the engine', async () => {
     const zip = await engine.exportOnnx('model');
     expect(zip.fileName).toBe('qwen3-model-onnx.zip');
