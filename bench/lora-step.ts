@@ -78,7 +78,8 @@ const targets = Uint32Array.from({ length: N }, (_, i) => ((i + 1) % T === 0 ? 0
 const mask = policyMask();
 const active = mask.reduce((a, b) => a + b, 0);
 
-if (args['head-only']) {
+/** The LM head alone, as a step runs it: before (all rows, f32, trained) and after (policy rows, frozen). */
+async function benchHead(): Promise<void> {
   // The LM head alone on final hidden states: forward (log-prob, entropy) and backward (dh, and dW
   // when the head trains).
   const D = config.hiddenSize;
@@ -125,119 +126,124 @@ if (args['head-only']) {
   console.log(
     `LM head after (${active} policy rows, ${m.lmHead.dtype}, ${lora ? 'frozen' : 'with dW'}): ${(after / 1000).toFixed(2)} s per step (${(before / after).toFixed(2)}× less time)`,
   );
-  gpu.destroy();
-  process.exit(0);
+  m.release();
 }
 
-const plan = planTrainingMemory({
-  config,
-  rows: B,
-  tokens: T,
-  headShare: share,
-  lora,
-  recompute,
-  frozenWeights: frozen,
-  reference: true,
-  optimizer: true,
-  rolloutRows: B,
-  rolloutLength: T,
-});
-
-const live0 = gpu.stats.liveBytes;
-gpu.resetPeakMemory();
-const model = new QwenGpuModel(gpu, config, weights, {
-  frozenDtype: lora && frozen !== 'f32' ? frozen : undefined,
-});
-if (lora) model.addLora(lora, initLoraWeights(config, lora, 1));
-model.recomputeActivations = recompute;
-const reference = lora ? null : new QwenGpuModel(gpu, config, weights);
-const loadPeak = gpu.stats.peakLiveBytes - live0;
-const opt = new AdamW(gpu, model.trainableParams(), { lr: 1e-4, maxGradNorm: 1 });
-await sync();
-console.log(
-  `weights resident: ${formatBytes(gpu.stats.liveBytes - live0)} (load peak ${formatBytes(loadPeak)})`,
-);
-
-// Rollout: the cache of all rows at full length, a prompt, a few sampled tokens.
-gpu.resetPeakMemory();
-const session = model.startSession(B, T);
-session.append(ids.map((r) => r.slice(0, 16)));
-await session.readLogits();
-const d0 = performance.now();
-await session.sample({ maxNewTokens: Number(args.decode), temperature: 1, seed: 1 });
-const decodeMs = performance.now() - d0;
-const rolloutPeak = gpu.stats.peakLiveBytes - live0;
-session.release();
-console.log(
-  `rollout: cache ${B} × ${T}, decode ${((B * Number(args.decode)) / (decodeMs / 1000)).toFixed(2)} tok/s (${(decodeMs / Number(args.decode) / 1000).toFixed(2)} s/step), peak ${formatBytes(rolloutPeak)}`,
-);
-
-async function updateStep(): Promise<number> {
-  const s = performance.now();
-  // Reference log-probs: the frozen copy, or (LoRA) the base with the adapters off.
-  if (!reference) model.adaptersEnabled = false;
-  const ref = (reference ?? model).forward(batch, targets, mask);
-  const refLogprob = gpu.empty([N], 'f32', 'bench.ref');
-  gpu.copy(ref.head.logprob, refLogprob);
-  ref.release();
-  model.adaptersEnabled = true;
-  // Policy forward, GRPO loss (token-mean, KL loss k3), backward, grad norm, AdamW.
-  model.zeroGrad();
-  const fwd = model.forward(batch, targets, mask);
-  const oldLogprob = gpu.empty([N], 'f32', 'bench.old');
-  gpu.copy(fwd.head.logprob, oldLogprob);
-  const advantages = gpu.upload(
-    Float32Array.from({ length: N }, (_, i) => (Math.floor(i / T) % 2 ? 1 : -1)),
-    [N],
-  );
-  const lossMask = gpu.upload(Float32Array.from(mask), [N]);
-  const loss = policyLoss(gpu, {
-    logprob: fwd.head.logprob,
-    oldLogprob,
-    advantages,
-    mask: lossMask,
-    entropy: null,
-    refLogprob,
-    B,
-    T,
-    clipRatioLow: 0.2,
-    clipRatioHigh: 0.28,
-    clipRatioC: 3,
-    mode: 'token-mean',
-    policyLossMode: 'vanilla',
-    entropyCoef: 0,
-    klCoef: 0.001,
-    klKind: 'k3',
+/** The update of a GRPO step after a rollout phase: time, tok/s, measured peak vs the planner. */
+async function benchUpdate(): Promise<void> {
+  const plan = planTrainingMemory({
+    config,
+    rows: B,
+    tokens: T,
+    headShare: share,
+    lora,
+    recompute,
+    frozenWeights: frozen,
+    reference: true,
+    optimizer: true,
+    rolloutRows: B,
+    rolloutLength: T,
   });
-  model.backward(fwd, loss.gLogprob, loss.gEntropy);
-  fwd.release();
-  const grads = [...model.trainableParams().keys()].map((n) => model.grad(n));
-  const norm = gradNorm(gpu, grads, { maxNorm: 1 });
-  const info = await readGradNorm(gpu, norm);
-  if (!Number.isFinite(info.norm)) throw new Error('non-finite gradient norm');
-  opt.step(model.trainableGrads(), { gradNorm: norm });
+
+  const live0 = gpu.stats.liveBytes;
+  gpu.resetPeakMemory();
+  const model = new QwenGpuModel(gpu, config, weights, {
+    frozenDtype: lora && frozen !== 'f32' ? frozen : undefined,
+  });
+  if (lora) model.addLora(lora, initLoraWeights(config, lora, 1));
+  model.recomputeActivations = recompute;
+  const reference = lora ? null : new QwenGpuModel(gpu, config, weights);
+  const loadPeak = gpu.stats.peakLiveBytes - live0;
+  const opt = new AdamW(gpu, model.trainableParams(), { lr: 1e-4, maxGradNorm: 1 });
   await sync();
-  for (const t of [norm, refLogprob, oldLogprob, advantages, lossMask, loss.gLogprob, loss.stats])
-    t.release();
-  loss.gEntropy?.release();
-  return performance.now() - s;
+  console.log(
+    `weights resident: ${formatBytes(gpu.stats.liveBytes - live0)} (load peak ${formatBytes(loadPeak)})`,
+  );
+
+  // Rollout: the cache of all rows at full length, a prompt, a few sampled tokens.
+  gpu.resetPeakMemory();
+  const session = model.startSession(B, T);
+  session.append(ids.map((r) => r.slice(0, 16)));
+  await session.readLogits();
+  const d0 = performance.now();
+  await session.sample({ maxNewTokens: Number(args.decode), temperature: 1, seed: 1 });
+  const decodeMs = performance.now() - d0;
+  const rolloutPeak = gpu.stats.peakLiveBytes - live0;
+  session.release();
+  console.log(
+    `rollout: cache ${B} × ${T}, decode ${((B * Number(args.decode)) / (decodeMs / 1000)).toFixed(2)} tok/s (${(decodeMs / Number(args.decode) / 1000).toFixed(2)} s/step), peak ${formatBytes(rolloutPeak)}`,
+  );
+
+  async function updateStep(): Promise<number> {
+    const s = performance.now();
+    // Reference log-probs: the frozen copy, or (LoRA) the base with the adapters off.
+    if (!reference) model.adaptersEnabled = false;
+    const ref = (reference ?? model).forward(batch, targets, mask);
+    const refLogprob = gpu.empty([N], 'f32', 'bench.ref');
+    gpu.copy(ref.head.logprob, refLogprob);
+    ref.release();
+    model.adaptersEnabled = true;
+    // Policy forward, GRPO loss (token-mean, KL loss k3), backward, grad norm, AdamW.
+    model.zeroGrad();
+    const fwd = model.forward(batch, targets, mask);
+    const oldLogprob = gpu.empty([N], 'f32', 'bench.old');
+    gpu.copy(fwd.head.logprob, oldLogprob);
+    const advantages = gpu.upload(
+      Float32Array.from({ length: N }, (_, i) => (Math.floor(i / T) % 2 ? 1 : -1)),
+      [N],
+    );
+    const lossMask = gpu.upload(Float32Array.from(mask), [N]);
+    const loss = policyLoss(gpu, {
+      logprob: fwd.head.logprob,
+      oldLogprob,
+      advantages,
+      mask: lossMask,
+      entropy: null,
+      refLogprob,
+      B,
+      T,
+      clipRatioLow: 0.2,
+      clipRatioHigh: 0.28,
+      clipRatioC: 3,
+      mode: 'token-mean',
+      policyLossMode: 'vanilla',
+      entropyCoef: 0,
+      klCoef: 0.001,
+      klKind: 'k3',
+    });
+    model.backward(fwd, loss.gLogprob, loss.gEntropy);
+    fwd.release();
+    const grads = [...model.trainableParams().keys()].map((n) => model.grad(n));
+    const norm = gradNorm(gpu, grads, { maxNorm: 1 });
+    const info = await readGradNorm(gpu, norm);
+    if (!Number.isFinite(info.norm)) throw new Error('non-finite gradient norm');
+    opt.step(model.trainableGrads(), { gradNorm: norm });
+    await sync();
+    for (const t of [norm, refLogprob, oldLogprob, advantages, lossMask, loss.gLogprob, loss.stats])
+      t.release();
+    loss.gEntropy?.release();
+    return performance.now() - s;
+  }
+
+  gpu.resetPeakMemory();
+  const times: number[] = [];
+  for (let r = 0; r < Number(args.reps); r++) times.push(await updateStep());
+  const updatePeak = gpu.stats.peakLiveBytes - live0;
+  const ms = times.sort((a, b) => a - b)[Math.floor(times.length / 2)];
+  const peak = Math.max(updatePeak, rolloutPeak, loadPeak);
+  const label = `${shape.name}, ${lora ? `LoRA r${rank} (${frozen} base)` : 'full fine-tuning'}${recompute ? ', recomputation' : ''}, ${B} × ${T}, head share ${share}`;
+  console.log(`\n${label}`);
+  console.log(
+    `update step: ${(ms / 1000).toFixed(1)} s (${(N / (ms / 1000)).toFixed(1)} tok/s over ${N} tokens)`,
+  );
+  console.log(
+    `peak: measured ${formatBytes(peak)} (update ${formatBytes(updatePeak)}, rollout ${formatBytes(rolloutPeak)}, load ${formatBytes(loadPeak)}); planner ${formatBytes(plan.peak)} (ratio ${(plan.peak / peak).toFixed(3)})`,
+  );
+  console.log(
+    `(${new Date().toISOString().slice(0, 10)}, ${adapter}, command: npm run bench:lora -- ${process.argv.slice(2).join(' ')})`,
+  );
 }
 
-gpu.resetPeakMemory();
-const times: number[] = [];
-for (let r = 0; r < Number(args.reps); r++) times.push(await updateStep());
-const updatePeak = gpu.stats.peakLiveBytes - live0;
-const ms = times.sort((a, b) => a - b)[Math.floor(times.length / 2)];
-const peak = Math.max(updatePeak, rolloutPeak, loadPeak);
-const label = `${shape.name}, ${lora ? `LoRA r${rank} (${frozen} base)` : 'full fine-tuning'}${recompute ? ', recomputation' : ''}, ${B} × ${T}, head share ${share}`;
-console.log(`\n${label}`);
-console.log(
-  `update step: ${(ms / 1000).toFixed(1)} s (${(N / (ms / 1000)).toFixed(1)} tok/s over ${N} tokens)`,
-);
-console.log(
-  `peak: measured ${formatBytes(peak)} (update ${formatBytes(updatePeak)}, rollout ${formatBytes(rolloutPeak)}, load ${formatBytes(loadPeak)}); planner ${formatBytes(plan.peak)} (ratio ${(plan.peak / peak).toFixed(3)})`,
-);
-console.log(
-  `(${new Date().toISOString().slice(0, 10)}, ${adapter}, command: npm run bench:lora -- ${process.argv.slice(2).join(' ')})`,
-);
+if (args['head-only']) await benchHead();
+else await benchUpdate();
 gpu.destroy();

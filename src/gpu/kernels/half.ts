@@ -48,7 +48,8 @@ export function setPreferNativeF16(value: boolean): boolean {
   return old;
 }
 
-const rewritten = new Map<string, string>();
+// Per shader source (the same string object each call, so its hash is cached), per variant.
+const rewritten = new Map<string, Map<string, string>>();
 
 /**
  * `code` with the weight binding `name` (read through `loader`) switched to `dtype`. The f32 form
@@ -64,8 +65,13 @@ export function weightShader(
   if (dtype === 'f32') return code;
   const native = dtype === 'f16' && gpu.hasF16 && preferNativeF16;
   const mode = dtype === 'bf16' ? 'bf16' : native ? 'f16' : 'f16-packed';
-  const key = `${mode}\u0000${name}\u0000${loader}\u0000${code}`;
-  const hit = rewritten.get(key);
+  let variants = rewritten.get(code);
+  if (!variants) {
+    variants = new Map();
+    rewritten.set(code, variants);
+  }
+  const key = `${mode}:${name}:${loader}`;
+  const hit = variants.get(key);
   if (hit) return hit;
   const decl = new RegExp(`var<storage, read> ${name}: array<f32>;`);
   const load = `fn ${loader}(i: u32) -> f32 { return ${name}[i]; }`;
@@ -86,6 +92,6 @@ export function weightShader(
       .replace(decl, `var<storage, read> ${name}: array<u32>;`)
       .replace(load, `fn ${loader}(i: u32) -> f32 { ${widen} }`);
   }
-  rewritten.set(key, out);
+  variants.set(key, out);
   return out;
 }
