@@ -149,6 +149,15 @@ export interface TrainConfig {
      * model of the passages, whose names repeat the query's: more tokens that teach copying.
      */
     contextWeight: number;
+    /**
+     * Copy-drill rows per step (0 = off; src/rl/sft.ts): a random span of `copySpan` of the traces'
+     * tokens repeated `copyRepeats` times, the loss on the repeats at weight `copyWeight` beside the
+     * traces' mean loss. Teaches the copying (induction) a pretrained model brings and qwen-tiny lacks.
+     */
+    copyRows: number;
+    copySpan: number;
+    copyRepeats: number;
+    copyWeight: number;
   };
   train: {
     steps: number;
@@ -230,7 +239,17 @@ export const DEFAULT_CONFIG: TrainConfig = {
   critic: { lr: 1e-4, clipRangeValue: 0.5, maxGradNorm: 1, warmupSteps: 0 },
   reward: { processWeight: 0, klInRewardCoef: 0, klInRewardKind: 'k1', outcomeMetric: 'f1' },
   ablation: { lossMask: true, advantageMask: true },
-  sft: { lr: 2e-3, batchSize: 16, traces: 400, worlds: 1, contextWeight: 0 },
+  sft: {
+    lr: 2e-3,
+    batchSize: 16,
+    traces: 400,
+    worlds: 1,
+    contextWeight: 0,
+    copyRows: 0,
+    copySpan: 32,
+    copyRepeats: 4,
+    copyWeight: 1,
+  },
   train: {
     steps: 20,
     evalEvery: 10,
@@ -360,6 +379,10 @@ const CHECKS: Record<string, Check> = {
   'sft.traces': int(1),
   'sft.worlds': int(1, 64),
   'sft.contextWeight': num(0, 1),
+  'sft.copyRows': int(0),
+  'sft.copySpan': int(2, 512),
+  'sft.copyRepeats': int(2, 16),
+  'sft.copyWeight': num(0),
   'train.steps': int(0),
   'train.evalEvery': int(0),
   'train.evalSize': int(0),

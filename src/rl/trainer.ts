@@ -35,7 +35,7 @@ import {
   savePeftAdapter,
 } from '../agent/model/lora.ts';
 import { describeMemoryPlan } from '../agent/model/memory-plan.ts';
-import { QwenGpuModel } from '../agent/model/qwen-gpu.ts';
+import { packBatch, QwenGpuModel } from '../agent/model/qwen-gpu.ts';
 import { parseSafetensors, serializeSafetensors, tensorToFloat32 } from '../agent/model/safetensors.ts';
 import { QwenTokenizer } from '../agent/tokenizer/qwen-tokenizer.ts';
 import { createOraclePolicy } from '../env/policies/oracle.ts';
@@ -66,7 +66,7 @@ import type { TrainConfig } from './config.ts';
 import { ValueModel } from './critic.ts';
 import { describeMicroBatch, type MicroBatchChoice, pickMicroBatchRows } from './memory.ts';
 import { type RolloutEvent, runRollouts, type Trajectory } from './rollout.ts';
-import { buildSftTraces, type SftTrace } from './sft.ts';
+import { buildSftTraces, copyDrillBatch, copyDrillRng, type SftTrace, traceTokenPool } from './sft.ts';
 import { type RunStorage, readText } from './storage.ts';
 
 /** One line of metrics.jsonl: flat numeric keys (and a few strings). */
@@ -166,6 +166,8 @@ export class Trainer {
   readonly trainTools: TaskTools;
   readonly testTools: TaskTools;
   private sftTraces: SftTrace[] | null = null;
+  /** The copy drill's token pool: the distinct ids of sftTraces. */
+  private copyPool: number[] | null = null;
 
   private constructor(gpu: Gpu, config: TrainConfig, initial: Checkpoint, storage: RunStorage | null) {
     this.gpu = gpu;
@@ -894,9 +896,14 @@ export class Trainer {
       fwd.release();
       view.release();
     });
+    const drill = c.sft.copyRows > 0 ? this.copyDrillPass(step, batch.T) : null;
     const grads = [...this.policy.trainableParams().keys()].map((n) => this.policy.grad(n));
     const norm = gradNorm(gpu, grads, { maxNorm: c.actor.maxGradNorm });
-    const [lp, info] = await Promise.all([gpu.readF32(lpT), readGradNorm(gpu, norm)]);
+    const [lp, info, drillStats] = await Promise.all([
+      gpu.readF32(lpT),
+      readGradNorm(gpu, norm),
+      drill ? drill.read() : null,
+    ]);
     lpT.release();
     g.release();
     // sft/loss stays the policy tokens' mean NLL whatever contextWeight is, so runs compare.
@@ -933,6 +940,7 @@ export class Trainer {
       'sft/p_gt_half': correct / count,
       'sft/tokens': count,
       ...(ctxCount > 0 ? { 'sft/context_loss': ctxNll / ctxCount } : {}),
+      ...(drillStats ? { 'sft/copy_loss': drillStats.loss, 'sft/copy_p_gt_half': drillStats.pGtHalf } : {}),
       'actor/grad_norm': info.norm,
       'actor/lr': this.lrAt(step, c.sft.lr),
       'train/skipped_updates': skipped,
@@ -940,6 +948,63 @@ export class Trainer {
       'time/update_s': seconds,
       'time/step_s': seconds,
       'perf/train_tokens_per_s': N / seconds,
+    };
+  }
+
+  /**
+   * The copy drill's forward and backward (src/rl/sft.ts), adding `sft.copyWeight` × its mean loss to
+   * the step's gradients; its rows drawn from (seed, step), so a resumed run draws the same. Rows go in
+   * micro-batches of no more tokens than the traces' micro-batches, which the memory plan covers.
+   */
+  private copyDrillPass(
+    step: number,
+    traceT: number,
+  ): { read(): Promise<{ loss: number; pGtHalf: number }> } {
+    const c = this.config.sft;
+    const gpu = this.gpu;
+    this.copyPool ??= traceTokenPool(this.sftTraces ?? []);
+    const d = copyDrillBatch(
+      this.copyPool,
+      c.copyRows,
+      c.copySpan,
+      c.copyRepeats,
+      copyDrillRng(this.config.seed, step),
+    );
+    const T = c.copySpan * c.copyRepeats;
+    const rowsPer = Math.max(1, Math.floor((this.microBatch.rows * traceT) / T));
+    const lpT = gpu.empty([c.copyRows * T], 'f32', 'sft.copyLogprob');
+    for (const [r0, r1] of microBatchRanges(0, c.copyRows, rowsPer)) {
+      const n = (r1 - r0) * T;
+      const mask = d.mask.subarray(r0 * T, r1 * T);
+      const fwd = this.policy.forward(
+        packBatch(d.sequences.slice(r0, r1)),
+        d.targets.subarray(r0 * T, r1 * T),
+        mask,
+      );
+      const g = gpu.upload(
+        Float32Array.from(mask, (m) => (m ? -c.copyWeight / d.count : 0)),
+        [n],
+        'f32',
+        'sft.copyGLogprob',
+      );
+      this.policy.backward(fwd, g);
+      gpu.copy(fwd.head.logprob, { tensor: lpT, offset: r0 * T * 4, size: n * 4 });
+      fwd.release();
+      g.release();
+    }
+    return {
+      read: async () => {
+        const lpAll = await gpu.readF32(lpT);
+        lpT.release();
+        let nll = 0;
+        let hits = 0;
+        for (let i = 0; i < lpAll.length; i++) {
+          if (!d.mask[i]) continue;
+          nll -= lpAll[i];
+          if (lpAll[i] > Math.log(0.5)) hits++;
+        }
+        return { loss: nll / d.count, pGtHalf: hits / d.count };
+      },
     };
   }
 

@@ -26,6 +26,8 @@ describe('train config', () => {
       [{ actor: { miniBatches: 3 } }, '"actor.miniBatches" must divide the 16 episodes'],
       [{ train: { microBatchRows: -1 } }, '"train.microBatchRows" must be >= 0'],
       [{ train: { microBatchRows: 1.5 } }, '"train.microBatchRows" must be an integer'],
+      [{ sft: { copySpan: 1 } }, '"sft.copySpan" must be >= 2'],
+      [{ sft: { copyRows: 0.5 } }, '"sft.copyRows" must be an integer'],
       [[], 'must be a JSON object'],
     ];
     for (const [raw, message] of bad) {

@@ -5,13 +5,20 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Checkpoint, loadCheckpoint } from '../../src/agent/model/checkpoint.ts';
 import { directorySource } from '../../src/agent/model/node-fs.ts';
+import { packBatch, QwenGpuModel } from '../../src/agent/model/qwen-gpu.ts';
 import { memorySource } from '../../src/agent/model/sources.ts';
 import { renderQwen3Chat } from '../../src/env/chat-format.ts';
 import { createOraclePolicy } from '../../src/env/policies/oracle.ts';
 import type { Gpu } from '../../src/gpu/runtime.ts';
 import { type AlgorithmName, parseConfigText, type TrainConfig } from '../../src/rl/config.ts';
 import { runTraining } from '../../src/rl/run.ts';
-import { buildSftTraces } from '../../src/rl/sft.ts';
+import {
+  buildSftTraces,
+  copyDrillBatch,
+  copyDrillRng,
+  type SftTrace,
+  traceTokenPool,
+} from '../../src/rl/sft.ts';
 import { memoryStorage, readText } from '../../src/rl/storage.ts';
 import { type StepMetrics, Trainer, trainingMemoryPlan } from '../../src/rl/trainer.ts';
 import { getTestGpu } from '../helpers/gpu.ts';
@@ -184,6 +191,60 @@ describe('trainer', () => {
     const wb = await withContext.policy.exportWeights();
     const name = 'model.embed_tokens.weight';
     expect(wb.get(name)!.data).not.toEqual(wa.get(name)!.data);
+  });
+
+  it("SFT copy drill: its loss is the repeats' mean NLL; its gradient adds to the traces' at copyWeight", async () => {
+    const config = (rows: number, weight: number) =>
+      microConfig((c) => {
+        c.algorithm.name = 'sft';
+        c.sft.copyRows = rows;
+        c.sft.copySpan = 16;
+        c.sft.copyRepeats = 3;
+        c.sft.copyWeight = weight;
+      });
+    const runs = [await make(config(0, 1)), await make(config(3, 1)), await make(config(3, 2))];
+    const metrics: StepMetrics[] = [];
+    for (const t of runs) metrics.push(await t.trainStep());
+    const [off, one, two] = metrics;
+    // same traces and weights before the update: the same trace loss; the drill's loss is reported
+    expect(one['sft/loss'] as number).toBeCloseTo(off['sft/loss'] as number, 5);
+    expect(off['sft/copy_loss']).toBeUndefined();
+    expect(two['sft/copy_loss'] as number).toBeCloseTo(one['sft/copy_loss'] as number, 5);
+
+    // independently: the initial model's full logits on the rows the step drew
+    const traces = (runs[1] as unknown as { sftTraces: SftTrace[] }).sftTraces;
+    const d = copyDrillBatch(traceTokenPool(traces), 3, 16, 3, copyDrillRng(runs[1].config.seed, 1));
+    const model = new QwenGpuModel(gpu, initial.config, initial.tensors);
+    const V = initial.config.vocabSize;
+    const logits = await model.logits(packBatch(d.sequences));
+    model.release();
+    let nll = 0;
+    for (let i = 0; i < d.mask.length; i++) {
+      if (!d.mask[i]) continue;
+      const row = logits.subarray(i * V, (i + 1) * V);
+      const max = row.reduce((m, x) => Math.max(m, x), -Infinity);
+      const z = row.reduce((s, x) => s + Math.exp(x - max), 0);
+      nll -= row[d.targets[i]] - max - Math.log(z);
+    }
+    expect(one['sft/copy_loss'] as number).toBeCloseTo(nll / d.count, 3);
+
+    // gradients (kept after the optimizer step): g(w=2) − g(w=1) = g(w=1) − g(no drill) = the drill's
+    const read = async (t: Trainer) =>
+      (await gpu.readMany(
+        [...t.policy.trainableParams().keys()].map((n) => t.policy.grad(n)),
+      )) as Float32Array[];
+    const [g0, g1, g2] = await Promise.all(runs.map(read));
+    let diff = 0;
+    let max = 0;
+    for (let p = 0; p < g0.length; p++) {
+      for (let i = 0; i < g0[p].length; i++) {
+        const drill = g1[p][i] - g0[p][i];
+        diff = Math.max(diff, Math.abs(g2[p][i] - g1[p][i] - drill));
+        max = Math.max(max, Math.abs(drill));
+      }
+    }
+    expect(max).toBeGreaterThan(0);
+    expect(diff).toBeLessThan(1e-3 * max);
   });
 
   it('LoRA (rank 4): no second model; first update ratio 1 and KL 0; only the adapters move; checkpoints hold merged weights and PEFT files; resume = uninterrupted', async () => {

@@ -1,0 +1,50 @@
+// npm run bench:copy -- [--model DIR[,DIR...]] [--n 60]
+// The copy probe (src/rl/copy-probe.ts) on the oracle's traces of the held-out synthetic world (task
+// seed 1, 2 hops, compact preset, yes/no questions left out: their answers copy nothing): for each
+// model, the mean probability of the answer's first token (choosing the name) and of its other tokens
+// (copying the name on), teacher-forced.
+import { parseArgs } from 'node:util';
+import { loadCheckpoint } from '../src/agent/model/checkpoint.ts';
+import { directorySource } from '../src/agent/model/node-fs.ts';
+import { QwenGpuModel } from '../src/agent/model/qwen-gpu.ts';
+import { QwenTokenizer } from '../src/agent/tokenizer/qwen-tokenizer.ts';
+import { createOraclePolicy } from '../src/env/policies/oracle.ts';
+import { TASK_PRESETS } from '../src/env/presets.ts';
+import { generateSyntheticDataset } from '../src/env/tasks/synthetic.ts';
+import { pooledSearchTools } from '../src/env/tools/search.ts';
+import { Gpu } from '../src/gpu/runtime.ts';
+import { copyProbe } from '../src/rl/copy-probe.ts';
+import { buildSftTraces } from '../src/rl/sft.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    model: { type: 'string', default: 'public/models/qwen-tiny' },
+    n: { type: 'string', default: '60' },
+  },
+});
+const n = Number(args.n);
+if (!Number.isInteger(n) || n < 1) throw new Error(`--n must be a positive integer, got ${args.n}`);
+const preset = TASK_PRESETS.compact;
+const dataset = generateSyntheticDataset({ seed: 1, trainSize: 1, testSize: 100, hops: [2] });
+const tasks = dataset.test.tasks.filter((t) => t.type !== 'yesno').slice(0, n);
+const gpu = await Gpu.create();
+console.log(`adapter: ${gpu.report.kind} — ${gpu.report.description || gpu.report.device}`);
+for (const dir of args.model.split(',')) {
+  const ckpt = await loadCheckpoint(directorySource(dir), { requireTokenizer: true });
+  const tokenizer = QwenTokenizer.fromFiles(ckpt.tokenizerFiles);
+  const traces = await buildSftTraces({
+    tokenizer,
+    tasks,
+    toolsFor: pooledSearchTools(dataset.test.corpus, preset.search),
+    env: { maxTurns: 4, systemPrompt: preset.systemPrompt },
+    oracle: createOraclePolicy({ style: preset.oracleStyle }),
+  });
+  const model = new QwenGpuModel(gpu, ckpt.config, ckpt.tensors);
+  const r = await copyProbe(model, tokenizer, traces);
+  model.release();
+  console.log(
+    `${dir}: ${r.traces} held-out traces · answer's first token p ${r.firstP.toFixed(3)} (p > ½: ${(100 * r.firstGtHalf).toFixed(0)} %) · ` +
+      `its other ${r.restTokens} tokens p ${r.restP.toFixed(3)} (p > ½: ${(100 * r.restGtHalf).toFixed(0)} %)`,
+  );
+}
+process.exit(0);

@@ -1,0 +1,88 @@
+// The copy probe (src/rl/copy-probe.ts): which tokens of a turn are its answer, and the probabilities
+// it reads equal the model's full softmax at the positions that predict them.
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type Checkpoint, loadCheckpoint } from '../../src/agent/model/checkpoint.ts';
+import { directorySource } from '../../src/agent/model/node-fs.ts';
+import { packBatch, QwenGpuModel } from '../../src/agent/model/qwen-gpu.ts';
+import { QwenTokenizer } from '../../src/agent/tokenizer/qwen-tokenizer.ts';
+import { createOraclePolicy } from '../../src/env/policies/oracle.ts';
+import { TASK_PRESETS } from '../../src/env/presets.ts';
+import { generateSyntheticDataset } from '../../src/env/tasks/synthetic.ts';
+import { pooledSearchTools } from '../../src/env/tools/search.ts';
+import type { Gpu } from '../../src/gpu/runtime.ts';
+import { answerTokenRange, copyProbe } from '../../src/rl/copy-probe.ts';
+import { buildSftTraces } from '../../src/rl/sft.ts';
+import { getTestGpu } from '../helpers/gpu.ts';
+
+describe('answerTokenRange', () => {
+  it('covers the tokens overlapping the answer, a token holding the tag and the answer included', () => {
+    expect(
+      answerTokenRange(['<think>', 'x', '</think>', '<', 'answer', '>Or', 'ch', 'ards', '</', 'answer', '>']),
+    ).toEqual([5, 8]);
+    expect(answerTokenRange(['<answer>', 'Zo', 'zi', ' Press', '</answer>'])).toEqual([1, 4]);
+  });
+  it('takes the last answer; null without one or with an empty one', () => {
+    expect(answerTokenRange(['<answer>a</answer> <answer>', 'b', '</answer>'])).toEqual([1, 2]);
+    expect(answerTokenRange(['no answer here'])).toBeNull();
+    expect(answerTokenRange(['<answer>', '</answer>'])).toBeNull();
+    expect(answerTokenRange(['<answer>', 'open'])).toBeNull();
+  });
+});
+
+describe('copyProbe', () => {
+  let gpu: Gpu;
+  let ckpt: Checkpoint;
+  beforeAll(async () => {
+    gpu = await getTestGpu();
+    ckpt = await loadCheckpoint(directorySource('public/models/qwen-tiny'), { requireTokenizer: true });
+  });
+
+  it('reads the softmax probability of each answer token at the position before it', async () => {
+    const tokenizer = QwenTokenizer.fromFiles(ckpt.tokenizerFiles);
+    const preset = TASK_PRESETS.compact;
+    const dataset = generateSyntheticDataset({ seed: 1, trainSize: 1, testSize: 20, hops: [2] });
+    const tasks = dataset.test.tasks.filter((t) => t.type !== 'yesno').slice(0, 2);
+    const traces = await buildSftTraces({
+      tokenizer,
+      tasks,
+      toolsFor: pooledSearchTools(dataset.test.corpus, preset.search),
+      env: { maxTurns: 4, systemPrompt: preset.systemPrompt },
+      oracle: createOraclePolicy({ style: preset.oracleStyle }),
+    });
+    expect(traces.length).toBe(2);
+    const model = new QwenGpuModel(gpu, ckpt.config, ckpt.tensors);
+    const probe = await copyProbe(model, tokenizer, traces);
+    // independently: full logits, the answer located by decoding the last turn's text
+    const V = ckpt.config.vocabSize;
+    const first: number[] = [];
+    const rest: number[] = [];
+    for (const trace of traces) {
+      const logits = await model.logits(packBatch([trace.ids]));
+      const p = (t: number) => {
+        const row = logits.subarray((t - 1) * V, t * V);
+        const max = row.reduce((m, x) => Math.max(m, x), -Infinity);
+        const z = row.reduce((s, x) => s + Math.exp(x - max), 0);
+        return Math.exp(row[trace.ids[t]] - max) / z;
+      };
+      const answer = trace.messages.at(-1)!.content.match(/<answer>(.*)<\/answer>/s)![1];
+      // the answer's tokens: from the end of the last turn, the tokens that spell the answer text
+      const last = trace.ids.length - 2; // before <|im_end|>
+      let text = '';
+      let t = last;
+      for (; !text.startsWith('</answer>'); t--) text = tokenizer.decode([trace.ids[t]]) + text;
+      const tokens: number[] = [];
+      for (let s = ''; !s.includes(answer); t--) {
+        s = tokenizer.decode([trace.ids[t]]) + s;
+        tokens.unshift(t);
+      }
+      first.push(p(tokens[0]));
+      for (const k of tokens.slice(1)) rest.push(p(k));
+    }
+    model.release();
+    const mean = (x: number[]) => x.reduce((s, v) => s + v, 0) / x.length;
+    expect(probe.traces).toBe(2);
+    expect(probe.restTokens).toBe(rest.length);
+    expect(probe.firstP).toBeCloseTo(mean(first), 4);
+    expect(probe.restP).toBeCloseTo(mean(rest), 4);
+  });
+});
