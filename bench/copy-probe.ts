@@ -8,37 +8,35 @@ import { loadCheckpoint } from '../src/agent/model/checkpoint.ts';
 import { directorySource } from '../src/agent/model/node-fs.ts';
 import { QwenGpuModel } from '../src/agent/model/qwen-gpu.ts';
 import { QwenTokenizer } from '../src/agent/tokenizer/qwen-tokenizer.ts';
-import { createOraclePolicy } from '../src/env/policies/oracle.ts';
-import { TASK_PRESETS } from '../src/env/presets.ts';
-import { generateSyntheticDataset } from '../src/env/tasks/synthetic.ts';
-import { pooledSearchTools } from '../src/env/tools/search.ts';
 import { Gpu } from '../src/gpu/runtime.ts';
-import { copyProbe } from '../src/rl/copy-probe.ts';
-import { buildSftTraces } from '../src/rl/sft.ts';
+import { copyProbe, heldOutCopyTraces } from '../src/rl/copy-probe.ts';
 
-const { values: args } = parseArgs({
-  options: {
-    model: { type: 'string', default: 'public/models/qwen-tiny' },
-    n: { type: 'string', default: '60' },
-  },
-});
+function fail(message: string): never {
+  console.error(`bench:copy: ${message}\nusage: npm run bench:copy -- [--model DIR[,DIR...]] [--n 60]`);
+  process.exit(2);
+}
+
+let args: { model: string; n: string };
+try {
+  args = parseArgs({
+    options: {
+      model: { type: 'string', default: 'public/models/qwen-tiny' },
+      n: { type: 'string', default: '60' },
+    },
+  }).values;
+} catch (e) {
+  fail((e as Error).message);
+}
 const n = Number(args.n);
-if (!Number.isInteger(n) || n < 1) throw new Error(`--n must be a positive integer, got ${args.n}`);
-const preset = TASK_PRESETS.compact;
-const dataset = generateSyntheticDataset({ seed: 1, trainSize: 1, testSize: 100, hops: [2] });
-const tasks = dataset.test.tasks.filter((t) => t.type !== 'yesno').slice(0, n);
+if (!Number.isInteger(n) || n < 1) fail(`--n must be a positive integer, got ${args.n}`);
 const gpu = await Gpu.create();
 console.log(`adapter: ${gpu.report.kind} — ${gpu.report.description || gpu.report.device}`);
 for (const dir of args.model.split(',')) {
-  const ckpt = await loadCheckpoint(directorySource(dir), { requireTokenizer: true });
+  const ckpt = await loadCheckpoint(directorySource(dir), { requireTokenizer: true }).catch((e: Error) =>
+    fail(`cannot load the model at ${dir}: ${e.message}`),
+  );
   const tokenizer = QwenTokenizer.fromFiles(ckpt.tokenizerFiles);
-  const traces = await buildSftTraces({
-    tokenizer,
-    tasks,
-    toolsFor: pooledSearchTools(dataset.test.corpus, preset.search),
-    env: { maxTurns: 4, systemPrompt: preset.systemPrompt },
-    oracle: createOraclePolicy({ style: preset.oracleStyle }),
-  });
+  const traces = await heldOutCopyTraces(tokenizer, n);
   const model = new QwenGpuModel(gpu, ckpt.config, ckpt.tensors);
   const r = await copyProbe(model, tokenizer, traces);
   model.release();

@@ -12,7 +12,28 @@
 import type { QwenGpuModel } from '../agent/model/qwen-gpu.ts';
 import { packBatch } from '../agent/model/qwen-gpu.ts';
 import type { QwenTokenizer } from '../agent/tokenizer/qwen-tokenizer.ts';
+import { createOraclePolicy } from '../env/policies/oracle.ts';
+import { TASK_PRESETS } from '../env/presets.ts';
+import { generateSyntheticDataset } from '../env/tasks/synthetic.ts';
+import { pooledSearchTools } from '../env/tools/search.ts';
 import type { TrainableEpisode } from './batch.ts';
+import { buildSftTraces, type SftTrace } from './sft.ts';
+
+/**
+ * The oracle's traces of the first `n` questions of the RL configs' held-out world (task seed 1,
+ * 2 hops, compact preset) that are not yes/no questions: their answers copy nothing.
+ */
+export async function heldOutCopyTraces(tokenizer: QwenTokenizer, n: number): Promise<SftTrace[]> {
+  const preset = TASK_PRESETS.compact;
+  const dataset = generateSyntheticDataset({ seed: 1, trainSize: 1, testSize: 100, hops: [2] });
+  return buildSftTraces({
+    tokenizer,
+    tasks: dataset.test.tasks.filter((t) => t.type !== 'yesno').slice(0, n),
+    toolsFor: pooledSearchTools(dataset.test.corpus, preset.search),
+    env: { maxTurns: 4, systemPrompt: preset.systemPrompt },
+    oracle: createOraclePolicy({ style: preset.oracleStyle }),
+  });
+}
 
 /**
  * The tokens (indices into `pieces`, the decoded tokens of one turn) that overlap the text between the

@@ -95,18 +95,24 @@ export async function buildSftTraces(options: SftTraceOptions): Promise<SftTrace
 // qwen-tiny starts from random weights, and imitation alone did not teach it: after 586 SFT steps,
 // teacher-forced on an oracle trace, it gave ~0 probability to finishing a name it had written ten
 // tokens earlier (docs/results.md). Copying the question's and the passages' names is what multi-hop
-// search needs. A drill row is a random span of `span` tokens, drawn from the traces' own token ids,
-// repeated `repeats` times; the loss is on every token of the repeats, where only copying helps.
+// search needs. A drill row holds one random span of the traces' own token ids, of a random length
+// up to `span`, written `repeats` times with random tokens of random length between; the loss is on the
+// tokens of the later copies that continue the copy (their first token follows random filler, so it is
+// not predictable). The lengths vary per row so that no fixed offset finds the earlier copy: only
+// looking up the current token earlier in the row and reading what followed it (induction) helps.
+// (A first version repeated spans of exactly `span` tokens back to back; the model learned to read
+// the token `span` back, which does not transfer to the task: docs/results.md.)
 //
-//   row    = s_0 … s_{H-1} | s_0 … s_{H-1} | …          (H = span, T = H · repeats)
-//   target = row shifted by one; mask = 1 where the target lies in a repeat (t ≥ H − 1, t < T − 1)
+//   row    = s | f_1 | s | f_2 | s …   (s: L tokens, 2 ≤ L ≤ span; f_k: 1 to span tokens), cut at T
+//   T      = span · repeats; target = row shifted by one
+//   mask   = 1 where the target is s_1 … s_{L−1} of a copy after the first
 
 export interface CopyDrillBatch {
   /** Rows of equal length span · repeats. */
   sequences: number[][];
   /** [rows · T] next-token targets (0 on the last position). */
   targets: Uint32Array;
-  /** [rows · T] 1 where the target is a repeated token. */
+  /** [rows · T] 1 where the target continues a repeated copy of the row's span. */
   mask: Uint32Array;
   /** Number of 1s in mask. */
   count: number;
@@ -121,19 +127,29 @@ export function copyDrillBatch(
   rng: Rng,
 ): CopyDrillBatch {
   if (pool.length === 0) throw new Error('copy drill: no tokens to draw from');
+  if (span < 2) throw new Error(`copy drill: span must be >= 2, got ${span}`);
   const T = span * repeats;
   const sequences: number[][] = [];
   const targets = new Uint32Array(rows * T);
   const mask = new Uint32Array(rows * T);
   let count = 0;
+  const draw = (n: number) => Array.from({ length: n }, () => rng.pick(pool));
   for (let r = 0; r < rows; r++) {
-    const once = Array.from({ length: span }, () => rng.pick(pool));
-    const row: number[] = [];
-    for (let k = 0; k < repeats; k++) row.push(...once);
+    const once = draw(rng.int(2, span));
+    const row: number[] = [...once];
+    const copied: boolean[] = once.map(() => false);
+    while (row.length < T) {
+      const filler = draw(rng.int(1, span));
+      row.push(...filler);
+      copied.push(...filler.map(() => false));
+      row.push(...once);
+      copied.push(...once.map((_, k) => k > 0));
+    }
+    row.length = T;
     sequences.push(row);
     for (let t = 0; t < T - 1; t++) {
       targets[r * T + t] = row[t + 1];
-      if (t + 1 >= span) {
+      if (copied[t + 1]) {
         mask[r * T + t] = 1;
         count++;
       }

@@ -5,13 +5,8 @@ import { type Checkpoint, loadCheckpoint } from '../../src/agent/model/checkpoin
 import { directorySource } from '../../src/agent/model/node-fs.ts';
 import { packBatch, QwenGpuModel } from '../../src/agent/model/qwen-gpu.ts';
 import { QwenTokenizer } from '../../src/agent/tokenizer/qwen-tokenizer.ts';
-import { createOraclePolicy } from '../../src/env/policies/oracle.ts';
-import { TASK_PRESETS } from '../../src/env/presets.ts';
-import { generateSyntheticDataset } from '../../src/env/tasks/synthetic.ts';
-import { pooledSearchTools } from '../../src/env/tools/search.ts';
 import type { Gpu } from '../../src/gpu/runtime.ts';
-import { answerTokenRange, copyProbe } from '../../src/rl/copy-probe.ts';
-import { buildSftTraces } from '../../src/rl/sft.ts';
+import { answerTokenRange, copyProbe, heldOutCopyTraces } from '../../src/rl/copy-probe.ts';
 import { getTestGpu } from '../helpers/gpu.ts';
 
 describe('answerTokenRange', () => {
@@ -39,16 +34,7 @@ describe('copyProbe', () => {
 
   it('reads the softmax probability of each answer token at the position before it', async () => {
     const tokenizer = QwenTokenizer.fromFiles(ckpt.tokenizerFiles);
-    const preset = TASK_PRESETS.compact;
-    const dataset = generateSyntheticDataset({ seed: 1, trainSize: 1, testSize: 20, hops: [2] });
-    const tasks = dataset.test.tasks.filter((t) => t.type !== 'yesno').slice(0, 2);
-    const traces = await buildSftTraces({
-      tokenizer,
-      tasks,
-      toolsFor: pooledSearchTools(dataset.test.corpus, preset.search),
-      env: { maxTurns: 4, systemPrompt: preset.systemPrompt },
-      oracle: createOraclePolicy({ style: preset.oracleStyle }),
-    });
+    const traces = await heldOutCopyTraces(tokenizer, 2);
     expect(traces.length).toBe(2);
     const model = new QwenGpuModel(gpu, ckpt.config, ckpt.tensors);
     const probe = await copyProbe(model, tokenizer, traces);
