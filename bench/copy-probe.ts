@@ -45,4 +45,4 @@ for (const dir of args.model.split(',')) {
       `its other ${r.restTokens} tokens p ${r.restP.toFixed(3)} (p > ½: ${(100 * r.restGtHalf).toFixed(0)} %)`,
   );
 }
-process.exit(0);
+gpu.destroy();
