@@ -1,8 +1,10 @@
 // The bundled model qwen-tiny: a Qwen3 architecture small enough to RL-train on a CPU adapter, with a
 // tokenizer trimmed from Qwen3's to the text of the lab's synthetic task.
-//   node --import tsx scripts/make-qwen-tiny.ts [outDir]        (npm run make:qwen-tiny)
+//   node --import tsx scripts/make-qwen-tiny.ts [--induction] [outDir]     (npm run make:qwen-tiny)
 // writes into outDir (default public/models/qwen-tiny-init): config.json, generation_config.json,
 // tokenizer.json, tokenizer_config.json and model.safetensors with a seeded random initialisation.
+// --induction (default outDir public/models/qwen-tiny-induction-init) writes an induction circuit
+// into that init (src/agent/model/induction-init.ts): the bundled model's starting point.
 // The warm-started model made from it later lives in public/models/qwen-tiny/ (committed).
 //
 // The trimmed tokenizer (same pre-tokenizer, byte-level alphabet, added-token handling and chat
@@ -39,6 +41,7 @@ import {
   parseGenerationConfig,
   parseModelConfig,
 } from '../src/agent/model/config.ts';
+import { plantInductionCircuit } from '../src/agent/model/induction-init.ts';
 import { readQwenTokenizerFiles, writeCheckpointFiles } from '../src/agent/model/node-fs.ts';
 import { hash32, mulberry32 } from '../src/agent/model/tiny-checkpoints.ts';
 import { expectedTensors, formatBytes, parameterCount } from '../src/agent/model/weights.ts';
@@ -54,6 +57,8 @@ import { ToolEnv } from '../src/env/tool-env.ts';
 import { createSearchTool, pooledSearchTools } from '../src/env/tools/search.ts';
 
 export const QWEN_TINY_DEFAULT_DIR = 'public/models/qwen-tiny-init';
+/** `--induction`: the same init with an induction circuit written in (src/agent/model/induction-init.ts). */
+export const QWEN_TINY_INDUCTION_DIR = 'public/models/qwen-tiny-induction-init';
 /** Synthetic-task seeds whose text the trimmed vocabulary is built from. */
 export const QWEN_TINY_CORPUS_SEEDS: readonly number[] = [1, 2, 3, 4, 5];
 /** Added tokens kept, in Qwen's id order: the chat turns, Hermes tool calls and responses, Qwen3 thinking. */
@@ -455,6 +460,7 @@ export interface QwenTinyCheckpoint {
 export async function makeQwenTiny(
   fullTokenizerFiles: ReadonlyMap<string, string>,
   seed = INIT_SEED,
+  induction = false,
 ): Promise<QwenTinyCheckpoint> {
   const corpus = await qwenTinyCorpus();
   const trimmed = trimQwenTokenizer(fullTokenizerFiles, corpus);
@@ -463,7 +469,9 @@ export async function makeQwenTiny(
   const files = saveCheckpoint({
     config,
     generationConfig: qwenTinyGenerationConfig(ids),
-    tensors: qwenTinyInitTensors(config, seed),
+    tensors: induction
+      ? plantInductionCircuit(config, qwenTinyInitTensors(config, seed), { initStd: INIT_STD })
+      : qwenTinyInitTensors(config, seed),
     dtype: 'F32',
     tokenizerFiles: trimmed.files,
   });
@@ -471,8 +479,13 @@ export async function makeQwenTiny(
 }
 
 async function main(): Promise<void> {
-  const outDir = process.argv[2] ?? QWEN_TINY_DEFAULT_DIR;
-  const made = await makeQwenTiny(await readQwenTokenizerFiles());
+  const args = process.argv.slice(2);
+  const induction = args.includes('--induction');
+  const outDir =
+    args.find((a) => !a.startsWith('--')) ?? (induction ? QWEN_TINY_INDUCTION_DIR : QWEN_TINY_DEFAULT_DIR);
+  const unknown = args.filter((a) => a.startsWith('--') && a !== '--induction');
+  if (unknown.length > 0) throw new Error(`make:qwen-tiny: unknown flag ${unknown[0]} (have: --induction)`);
+  const made = await makeQwenTiny(await readQwenTokenizerFiles(), INIT_SEED, induction);
   await writeCheckpointFiles(outDir, made.files);
   const bytes = [...made.files.values()].reduce((n, f) => n + f.length, 0);
   console.log(
