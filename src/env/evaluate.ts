@@ -3,11 +3,11 @@
  * rates and rewards, overall and per question type. Also turns episodes into supervised (SFT) examples.
  */
 import { renderQwen3Chat } from './chat-format.ts';
-import type { Policy } from './policies/policy.ts';
+import { ContextFullError, type Policy } from './policies/policy.ts';
 import type { QaTask } from './tasks/schema.ts';
 import type { Tool, ToolRegistry } from './tool.ts';
 import { ToolEnv, type ToolEnvOptions } from './tool-env.ts';
-import type { ChatMessage, DoneReason, OutcomeReward, ProcessReward, ToolSpec } from './types.ts';
+import type { ChatMessage, DoneReason, OutcomeReward, ProcessReward, State, ToolSpec } from './types.ts';
 
 export interface EpisodeResult {
   taskId: string;
@@ -67,7 +67,15 @@ export async function runEpisode(policy: Policy, env: ToolEnv, task: QaTask): Pr
   const processReward: ProcessReward = { retrieval: 0, format: 0, call: 0, total: 0 };
   let formatErrorTurns = 0;
   for (;;) {
-    const action = await policy.act(state, tools);
+    let action: string;
+    try {
+      action = await policy.act(state, tools);
+    } catch (e) {
+      if (!(e instanceof ContextFullError)) throw e;
+      const outcome = env.stop('context_budget');
+      state = env.snapshot();
+      return episodeResult(task, state, tools, outcome, processReward, formatErrorTurns, 'context_budget');
+    }
     const step = await env.step(action);
     processReward.retrieval += step.reward.retrieval;
     processReward.format += step.reward.format;
@@ -76,33 +84,53 @@ export async function runEpisode(policy: Policy, env: ToolEnv, task: QaTask): Pr
     if (step.info.formatErrors.length > 0) formatErrorTurns++;
     state = env.snapshot();
     if (step.done) {
-      const outcome = step.outcome!;
-      return {
-        taskId: task.id,
-        source: task.source,
-        type: task.type,
-        question: task.question,
-        answers: task.answers,
-        prediction: outcome.prediction,
-        em: outcome.em,
-        f1: outcome.f1,
-        subEm: outcome.subEm,
-        outcome,
-        processReward,
-        turns: state.turn,
-        toolCalls: state.toolCalls,
-        formatErrorTurns,
-        doneReason: step.doneReason!,
-        messages: state.messages,
+      return episodeResult(
+        task,
+        state,
         tools,
-      };
+        step.outcome!,
+        processReward,
+        formatErrorTurns,
+        step.doneReason!,
+      );
     }
   }
 }
 
+function episodeResult(
+  task: QaTask,
+  state: Readonly<State>,
+  tools: ToolSpec[],
+  outcome: OutcomeReward,
+  processReward: ProcessReward,
+  formatErrorTurns: number,
+  doneReason: DoneReason,
+): EpisodeResult {
+  return {
+    taskId: task.id,
+    source: task.source,
+    type: task.type,
+    question: task.question,
+    answers: task.answers,
+    prediction: outcome.prediction,
+    em: outcome.em,
+    f1: outcome.f1,
+    subEm: outcome.subEm,
+    outcome,
+    processReward,
+    turns: state.turn,
+    toolCalls: state.toolCalls,
+    formatErrorTurns,
+    doneReason,
+    messages: state.messages,
+    tools,
+  };
+}
+
 /**
- * Evaluates a policy on tasks, one episode each, in order. Model mistakes are scored, never thrown; an
- * exception from the policy itself (a bug or a crashed model) aborts the evaluation.
+ * Evaluates a policy on tasks, one episode each, in order. Model mistakes are scored, never thrown (a
+ * model whose context window fills ends that episode: context_budget); any other exception from the
+ * policy itself (a bug or a crashed model) aborts the evaluation.
  */
 export async function evaluate(
   policy: Policy,

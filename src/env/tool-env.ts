@@ -257,6 +257,23 @@ export class ToolEnv {
     };
   }
 
+  /**
+   * Ends the episode where it stands, without another turn (the policy could not write one, e.g. its
+   * context window is full): done with `reason`, the outcome scored on the turns so far.
+   */
+  stop(reason: DoneReason): OutcomeReward {
+    if (this.state.done) throw new Error('ToolEnv.stop: the episode is already done');
+    this.state.done = true;
+    this.state.doneReason = reason;
+    this.lastOutcome = outcomeReward(
+      this.parsedTurns,
+      this.task.answers,
+      this.config.maxCallsPerTurn,
+      this.config.outcome,
+    );
+    return this.lastOutcome;
+  }
+
   /** Validates and runs one call; never throws. */
   private async runCall(name: string, args: JsonObject): Promise<{ info: StepCallInfo; content: string }> {
     const tool = this.registry.get(name);

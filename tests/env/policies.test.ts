@@ -5,8 +5,10 @@ import { parseTurn } from '../../src/env/parse.ts';
 import { createBaseToolCallPolicy } from '../../src/env/policies/base-tool-call.ts';
 import { createNaiveRagPolicy } from '../../src/env/policies/naive-rag.ts';
 import { createOraclePolicy, UNKNOWN_ANSWER } from '../../src/env/policies/oracle.ts';
+import { ContextFullError } from '../../src/env/policies/policy.ts';
 import type { Passage } from '../../src/env/retrieval/bm25.ts';
 import { generateSyntheticDataset } from '../../src/env/tasks/synthetic.ts';
+import { ToolEnv } from '../../src/env/tool-env.ts';
 import { perQuestionSearchTools, pooledSearchTools } from '../../src/env/tools/search.ts';
 import type { ChatMessage, ToolSpec } from '../../src/env/types.ts';
 
@@ -193,5 +195,52 @@ describe('summarise', () => {
       formatErrorRate: 0,
       turnFormatErrorRate: 0,
     });
+  });
+});
+
+describe('a policy whose context window is full', () => {
+  it('ends that episode as context_budget, scored on the turns so far; the evaluation goes on', async () => {
+    const tasks = TEST.tasks.slice(0, 2);
+    let calls = 0;
+    const policy = {
+      name: 'fills-up',
+      async act() {
+        calls++;
+        // First episode: one search, then the window is full. Second episode: full at once.
+        if (calls === 1) {
+          return '<tool_call>\n{"name": "search", "arguments": {"query": "x"}}\n</tool_call>';
+        }
+        throw new ContextFullError(2051, 2048);
+      },
+    };
+    const report = await evaluate(policy, tasks, { tools: pooledSearchTools(TEST.corpus) });
+    expect(report.episodes.map((e) => [e.doneReason, e.turns, e.toolCalls, e.em])).toEqual([
+      ['context_budget', 1, 1, 0],
+      ['context_budget', 0, 0, 0],
+    ]);
+    expect(report.episodes[0].messages.at(-1)?.role).toBe('tool');
+  });
+
+  it('any other exception from the policy still aborts the evaluation', async () => {
+    const policy = {
+      name: 'broken',
+      async act(): Promise<string> {
+        throw new Error('device lost');
+      },
+    };
+    await expect(
+      evaluate(policy, TEST.tasks.slice(0, 1), { tools: pooledSearchTools(TEST.corpus) }),
+    ).rejects.toThrow('device lost');
+  });
+});
+
+describe('ToolEnv.stop', () => {
+  it('ends the episode once, with the reason and an outcome; a second stop is refused', () => {
+    const env = new ToolEnv(TEST.tasks[0], pooledSearchTools(TEST.corpus)(TEST.tasks[0]));
+    env.reset();
+    const outcome = env.stop('context_budget');
+    expect(outcome.em).toBe(0);
+    expect(env.snapshot()).toMatchObject({ done: true, doneReason: 'context_budget' });
+    expect(() => env.stop('context_budget')).toThrow(/already done/);
   });
 });

@@ -6,6 +6,7 @@
 // Each call prefills the whole conversation again. That is fine for evaluation; RL rollouts keep one
 // GenerationSession per episode and append tool responses instead (qwen-gpu.ts).
 import type { GenerateTurn } from '../../env/policies/base-tool-call.ts';
+import { ContextFullError } from '../../env/policies/policy.ts';
 import type { QwenGpuModel } from '../model/qwen-gpu.ts';
 import type { QwenTokenizer } from '../tokenizer/qwen-tokenizer.ts';
 
@@ -39,11 +40,7 @@ export function modelGenerateTurn(
       enableThinking,
     });
     const room = model.config.maxPositionEmbeddings - prompt.length;
-    if (room < 1) {
-      throw new Error(
-        `the conversation is ${prompt.length} tokens, at the model's limit (${model.config.maxPositionEmbeddings})`,
-      );
-    }
+    if (room < 1) throw new ContextFullError(prompt.length, model.config.maxPositionEmbeddings);
     const result = await model.generate([prompt], {
       maxNewTokens: Math.min(maxNewTokens, room),
       temperature,

@@ -4,6 +4,21 @@
  */
 import type { Action, State, ToolSpec } from '../types.ts';
 
+/**
+ * Thrown by a policy whose model cannot write another turn because the conversation already fills its
+ * context window. runEpisode ends the episode there (done reason context_budget, scored as it stands)
+ * instead of aborting the evaluation.
+ */
+export class ContextFullError extends Error {
+  constructor(
+    readonly tokens: number,
+    readonly limit: number,
+  ) {
+    super(`the conversation is ${tokens} tokens, at the model's limit (${limit})`);
+    this.name = 'ContextFullError';
+  }
+}
+
 export interface Policy {
   /** Shown in reports. */
   readonly name: string;
