@@ -1,6 +1,6 @@
 // The bundled model qwen-tiny: a Qwen3 architecture small enough to RL-train on a CPU adapter, with a
 // tokenizer trimmed from Qwen3's to the text of the lab's synthetic task.
-//   node --import tsx scripts/make-qwen-tiny.ts [--induction] [outDir]     (npm run make:qwen-tiny)
+//   node --import tsx scripts/make-qwen-tiny.ts [--induction [--copy-gain G]] [outDir]   (npm run make:qwen-tiny)
 // writes into outDir (default public/models/qwen-tiny-init): config.json, generation_config.json,
 // tokenizer.json, tokenizer_config.json and model.safetensors with a seeded random initialisation.
 // --induction (default outDir public/models/qwen-tiny-induction-init) writes an induction circuit
@@ -34,6 +34,7 @@
 // the bytes are the same on every JS engine (Math.log / Math.cos may differ in the last bit).
 
 import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
 import { saveCheckpoint } from '../src/agent/model/checkpoint.ts';
 import {
   type GenerationConfig,
@@ -41,7 +42,7 @@ import {
   parseGenerationConfig,
   parseModelConfig,
 } from '../src/agent/model/config.ts';
-import { plantInductionCircuit } from '../src/agent/model/induction-init.ts';
+import { type InductionInitOptions, plantInductionCircuit } from '../src/agent/model/induction-init.ts';
 import { readQwenTokenizerFiles, writeCheckpointFiles } from '../src/agent/model/node-fs.ts';
 import { hash32, mulberry32 } from '../src/agent/model/tiny-checkpoints.ts';
 import { expectedTensors, formatBytes, parameterCount } from '../src/agent/model/weights.ts';
@@ -460,7 +461,7 @@ export interface QwenTinyCheckpoint {
 export async function makeQwenTiny(
   fullTokenizerFiles: ReadonlyMap<string, string>,
   seed = INIT_SEED,
-  induction = false,
+  induction?: Partial<InductionInitOptions>,
 ): Promise<QwenTinyCheckpoint> {
   const corpus = await qwenTinyCorpus();
   const trimmed = trimQwenTokenizer(fullTokenizerFiles, corpus);
@@ -470,7 +471,7 @@ export async function makeQwenTiny(
     config,
     generationConfig: qwenTinyGenerationConfig(ids),
     tensors: induction
-      ? plantInductionCircuit(config, qwenTinyInitTensors(config, seed), { initStd: INIT_STD })
+      ? plantInductionCircuit(config, qwenTinyInitTensors(config, seed), { ...induction, initStd: INIT_STD })
       : qwenTinyInitTensors(config, seed),
     dtype: 'F32',
     tokenizerFiles: trimmed.files,
@@ -479,12 +480,17 @@ export async function makeQwenTiny(
 }
 
 async function main(): Promise<void> {
-  const args = process.argv.slice(2);
-  const induction = args.includes('--induction');
-  const outDir =
-    args.find((a) => !a.startsWith('--')) ?? (induction ? QWEN_TINY_INDUCTION_DIR : QWEN_TINY_DEFAULT_DIR);
-  const unknown = args.filter((a) => a.startsWith('--') && a !== '--induction');
-  if (unknown.length > 0) throw new Error(`make:qwen-tiny: unknown flag ${unknown[0]} (have: --induction)`);
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: { induction: { type: 'boolean', default: false }, 'copy-gain': { type: 'string' } },
+  });
+  const copyGain = values['copy-gain'] === undefined ? undefined : Number(values['copy-gain']);
+  if (copyGain !== undefined && !(copyGain > 0))
+    throw new Error('make:qwen-tiny: --copy-gain must be a positive number');
+  if (copyGain !== undefined && !values.induction)
+    throw new Error('make:qwen-tiny: --copy-gain needs --induction');
+  const outDir = positionals[0] ?? (values.induction ? QWEN_TINY_INDUCTION_DIR : QWEN_TINY_DEFAULT_DIR);
+  const induction = values.induction ? (copyGain === undefined ? {} : { copyGain }) : undefined;
   const made = await makeQwenTiny(await readQwenTokenizerFiles(), INIT_SEED, induction);
   await writeCheckpointFiles(outDir, made.files);
   const bytes = [...made.files.values()].reduce((n, f) => n + f.length, 0);
