@@ -24,6 +24,59 @@ describe('answerTokenRange', () => {
   });
 });
 
+/** Index of the first occurrence of `needle` in `hay[0, end)`, or -1. */
+function findRun(hay: readonly number[], needle: readonly number[], end: number): number {
+  for (let i = 0; i + needle.length <= end; i++) if (needle.every((id, k) => hay[i + k] === id)) return i;
+  return -1;
+}
+
+describe("the compact oracle's names", () => {
+  it('are spelled with the token ids of their source (question or passage), queries and answers alike', async () => {
+    const ckpt = await loadCheckpoint(directorySource('public/models/qwen-tiny'), { requireTokenizer: true });
+    const tokenizer = QwenTokenizer.fromFiles(ckpt.tokenizerFiles);
+    const traces = await heldOutCopyTraces(tokenizer, 24);
+    let names = 0;
+    let copies = 0;
+    let unspacedCopies = 0;
+    for (const trace of traces) {
+      const { ids, sources } = trace;
+      // every policy turn: its query (tool-call turns) or its answer (the last turn)
+      for (let start = 0; start < ids.length; start++) {
+        if (sources[start] !== 'policy' || (start > 0 && sources[start - 1] === 'policy')) continue;
+        let end = start;
+        while (end < ids.length && sources[end] === 'policy') end++;
+        const text = tokenizer.decode(ids.slice(start, end));
+        const query = text.match(/"query": "([^"]*)"/)?.[1];
+        // a bridge hop's query is the name and a kind word (" Posbour Narnflou film"); its fallback
+        // query, which starts with the kind word, copies nothing
+        if (query !== undefined && /^ [a-z]/.test(query)) continue;
+        const name = query?.replace(/ [a-z]+$/, '') ?? text.match(/<answer>(.*)<\/answer>/s)?.[1];
+        if (name === undefined) continue;
+        expect(name.startsWith(' '), name).toBe(true);
+        const tokens = tokenizer.encode(name);
+        const at = findRun(ids, tokens, ids.length);
+        // the name's ids occur in the turn, and earlier, outside the policy's own text
+        expect(at, name).toBeGreaterThanOrEqual(0);
+        let earlier = -1;
+        for (let i = 0; i + tokens.length <= start; i++) {
+          if (tokens.every((id, k) => ids[i + k] === id && sources[i + k] !== 'policy')) {
+            earlier = i;
+            break;
+          }
+        }
+        names++;
+        if (earlier >= 0) copies++;
+        if (findRun(ids, tokenizer.encode(name.trim()), start) >= 0) unspacedCopies++;
+      }
+    }
+    expect(names).toBeGreaterThan(40);
+    // Every name (yes/no answers excepted: the probe's traces have none) is a copy of earlier tokens;
+    // written without the leading space, as after a quote, few are (the reason for the space).
+    expect(copies).toBe(names);
+    expect(unspacedCopies / names).toBeLessThan(0.5);
+  });
+});
+
 describe('copyProbe', () => {
   let gpu: Gpu;
   let ckpt: Checkpoint;

@@ -29,12 +29,15 @@ export function toolExchanges(messages: readonly ChatMessage[]): ToolExchange[] 
   return out;
 }
 
-/** Search responses by query (the latest response wins when a query was repeated). */
+/**
+ * Search responses by query, trimmed (the search ignores surrounding spaces, and the compact oracle
+ * writes its queries with a leading one); the latest response wins when a query was repeated.
+ */
 export function searchResponses(messages: readonly ChatMessage[], toolName: string): Map<string, string> {
   const map = new Map<string, string>();
   for (const x of toolExchanges(messages)) {
     if (x.name === toolName && typeof x.arguments.query === 'string' && x.response !== null) {
-      map.set(x.arguments.query, x.response);
+      map.set(x.arguments.query.trim(), x.response);
     }
   }
   return map;

@@ -10,6 +10,12 @@
  *   'full'    (default) the question restated, every fact found so far, then the next step;
  *   'compact' only the facts not yet written in an earlier turn, then the next step: one or two short
  *             lines, so a small model trained on CPU sees short episodes (see src/env/presets.ts).
+ *             Every name it writes is preceded by a space, as in the question and the passages: Qwen's
+ *             tokenizer spells " Tide of Condbral" as ĠTide Ġof ĠCond bral but "Tide of Condbral" after a
+ *             quote or a line break as T ide Ġof ĠCond bral, so a quoted name is not a copy of its source
+ *             tokens and a model without pretraining cannot copy it (docs/results.md, fifth session). So
+ *             facts are bullets ("- Tide of Condbral was written by …"), the next step is `Next, search
+ *             for Tide of Condbral.`, and the search query and the answer start with a space.
  */
 import { SolveStop, solveQuestion } from '../tasks/synthetic.ts';
 import type { State, ToolSpec } from '../types.ts';
@@ -51,16 +57,21 @@ export function createOraclePolicy(options: OraclePolicyOptions = {}): Policy {
           .filter((m) => m.role === 'assistant')
           .map((m) => m.content)
           .join('\n');
-        return reader.notes.filter((note) => !earlier.includes(note));
+        return reader.notes.filter((note) => !earlier.includes(note)).map((note) => `- ${note}`);
       };
+      // Compact: the answer and the query start with a space (see the header).
+      const spaced = (text: string) => (style === 'compact' ? ` ${text}` : text);
       try {
         const answer = solveQuestion(state.question, reader);
-        return answerTurn([...facts(), `So the answer is ${answer}.`].join('\n'), answer);
+        return answerTurn([...facts(), `So the answer is ${answer}.`].join('\n'), spaced(answer));
       } catch (error) {
         if (!(error instanceof SolveStop)) throw error;
         if (error.query !== null) {
-          const next = style === 'full' ? `Next I need to ${error.message}.` : `Next, ${error.message}.`;
-          return toolCallTurn([...facts(), next].join('\n'), search.function.name, { query: error.query });
+          const next =
+            style === 'full' ? `Next I need to ${error.message}.` : `Next, search for ${error.query}.`;
+          return toolCallTurn([...facts(), next].join('\n'), search.function.name, {
+            query: spaced(error.query),
+          });
         }
         return answerTurn([...facts(), `I cannot go on: ${error.message}.`].join('\n'), UNKNOWN_ANSWER);
       }
