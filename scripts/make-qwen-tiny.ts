@@ -1,10 +1,13 @@
 // The bundled model qwen-tiny: a Qwen3 architecture small enough to RL-train on a CPU adapter, with a
 // tokenizer trimmed from Qwen3's to the text of the lab's synthetic task.
-//   node --import tsx scripts/make-qwen-tiny.ts [--induction [--copy-gain G]] [outDir]   (npm run make:qwen-tiny)
+//   node --import tsx scripts/make-qwen-tiny.ts [--induction [--copy-gain G] [--pointer-layers L,…]] [outDir]
+//   (npm run make:qwen-tiny)
 // writes into outDir (default public/models/qwen-tiny-init): config.json, generation_config.json,
 // tokenizer.json, tokenizer_config.json and model.safetensors with a seeded random initialisation.
 // --induction (default outDir public/models/qwen-tiny-induction-init) writes an induction circuit
 // into that init (src/agent/model/induction-init.ts): the bundled model's starting point.
+// --pointer-layers 3 (default outDir public/models/qwen-tiny-pointer-init) adds pointer heads in those
+// layers: copy value/output maps with learned attention (same file).
 // The warm-started model made from it later lives in public/models/qwen-tiny/ (committed).
 //
 // The trimmed tokenizer (same pre-tokenizer, byte-level alphabet, added-token handling and chat
@@ -60,6 +63,8 @@ import { createSearchTool, pooledSearchTools } from '../src/env/tools/search.ts'
 export const QWEN_TINY_DEFAULT_DIR = 'public/models/qwen-tiny-init';
 /** `--induction`: the same init with an induction circuit written in (src/agent/model/induction-init.ts). */
 export const QWEN_TINY_INDUCTION_DIR = 'public/models/qwen-tiny-induction-init';
+/** `--induction --pointer-layers …`: the induction init with pointer heads. */
+export const QWEN_TINY_POINTER_DIR = 'public/models/qwen-tiny-pointer-init';
 /** Synthetic-task seeds whose text the trimmed vocabulary is built from. */
 export const QWEN_TINY_CORPUS_SEEDS: readonly number[] = [1, 2, 3, 4, 5];
 /** Added tokens kept, in Qwen's id order: the chat turns, Hermes tool calls and responses, Qwen3 thinking. */
@@ -482,15 +487,31 @@ export async function makeQwenTiny(
 async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
-    options: { induction: { type: 'boolean', default: false }, 'copy-gain': { type: 'string' } },
+    options: {
+      induction: { type: 'boolean', default: false },
+      'copy-gain': { type: 'string' },
+      'pointer-layers': { type: 'string' },
+    },
   });
   const copyGain = values['copy-gain'] === undefined ? undefined : Number(values['copy-gain']);
   if (copyGain !== undefined && !(copyGain > 0))
     throw new Error('make:qwen-tiny: --copy-gain must be a positive number');
   if (copyGain !== undefined && !values.induction)
     throw new Error('make:qwen-tiny: --copy-gain needs --induction');
-  const outDir = positionals[0] ?? (values.induction ? QWEN_TINY_INDUCTION_DIR : QWEN_TINY_DEFAULT_DIR);
-  const induction = values.induction ? (copyGain === undefined ? {} : { copyGain }) : undefined;
+  const pointerLayers = values['pointer-layers']?.split(',').map(Number);
+  if (pointerLayers?.some((l) => !Number.isInteger(l)))
+    throw new Error(`make:qwen-tiny: --pointer-layers must be a comma-separated list of layer numbers`);
+  if (pointerLayers !== undefined && !values.induction)
+    throw new Error('make:qwen-tiny: --pointer-layers needs --induction');
+  const defaultDir = pointerLayers
+    ? QWEN_TINY_POINTER_DIR
+    : values.induction
+      ? QWEN_TINY_INDUCTION_DIR
+      : QWEN_TINY_DEFAULT_DIR;
+  const outDir = positionals[0] ?? defaultDir;
+  const induction = values.induction
+    ? { ...(copyGain === undefined ? {} : { copyGain }), ...(pointerLayers ? { pointerLayers } : {}) }
+    : undefined;
   const made = await makeQwenTiny(await readQwenTokenizerFiles(), INIT_SEED, induction);
   await writeCheckpointFiles(outDir, made.files);
   const bytes = [...made.files.values()].reduce((n, f) => n + f.length, 0);

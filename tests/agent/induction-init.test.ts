@@ -96,6 +96,67 @@ describe('induction init', () => {
     }
   });
 
+  it('pointer heads: a copy value/output map in the listed layer, its q/k and everything else untouched', () => {
+    const cfg = config();
+    const base = plantInductionCircuit(cfg, qwenTinyInitTensors(cfg));
+    const pointer = plantInductionCircuit(cfg, qwenTinyInitTensors(cfg), {
+      pointerLayers: [2],
+      pointerGain: 1.5,
+    });
+    for (const [name, t] of pointer) {
+      const changed = !t.data.every((v, i) => v === base.get(name)!.data[i]);
+      expect(changed, name).toBe(/^model\.layers\.2\.self_attn\.[vo]_proj/.test(name));
+    }
+    // O·V of the first query head of each kv head maps content dim d to 1.5 × content dim d, nothing else.
+    const { content, slice, qPerKv } = inductionLayout(cfg);
+    const D = cfg.hiddenSize;
+    const hd = cfg.headDim;
+    const qDim = cfg.numHeads * hd;
+    const v = pointer.get('model.layers.2.self_attn.v_proj.weight')!.data;
+    const o = pointer.get('model.layers.2.self_attn.o_proj.weight')!.data;
+    for (let g = 0; g < cfg.numKvHeads; g++) {
+      const head = g * qPerKv;
+      for (let from = 0; from < D; from++) {
+        for (let to = 0; to < D; to++) {
+          let ov = 0;
+          for (let e = 0; e < hd; e++) ov += o[to * qDim + head * hd + e] * v[(g * hd + e) * D + from];
+          const inSlice = from >= g * slice && from < Math.min(content, (g + 1) * slice);
+          expect(ov, `kv ${g}: ${from} → ${to}`).toBe(inSlice && to === from ? 1.5 : 0);
+        }
+      }
+    }
+  });
+
+  it('pointer heads raise the logits of the tokens in the context (what they copy is already there)', () => {
+    const cfg = config();
+    // Distinct tokens: no repeat for the induction head to continue.
+    const rand = mulberry32(11);
+    const tokens = Array.from({ length: 48 }, () => 0);
+    const pool = Array.from({ length: V }, (_, i) => i);
+    for (let i = 0; i < tokens.length; i++) tokens[i] = pool.splice(Math.floor(rand() * pool.length), 1)[0];
+    const inContextMargin = (tensors: ReturnType<typeof qwenTinyInitTensors>) => {
+      const { logits } = qwenForward(cfg, tensors, tokens);
+      let margin = 0;
+      for (let pos = 16; pos < tokens.length; pos++) {
+        const row = logits.subarray(pos * V, (pos + 1) * V);
+        const seen = new Set(tokens.slice(0, pos + 1));
+        let a = 0;
+        let b = 0;
+        for (let t = 0; t < V; t++) {
+          if (seen.has(t)) a += row[t];
+          else b += row[t];
+        }
+        margin += a / seen.size - b / (V - seen.size);
+      }
+      return margin / (tokens.length - 16);
+    };
+    const without = inContextMargin(plantInductionCircuit(cfg, qwenTinyInitTensors(cfg)));
+    const withPointer = inContextMargin(
+      plantInductionCircuit(cfg, qwenTinyInitTensors(cfg), { pointerLayers: [2] }),
+    );
+    expect(withPointer - without).toBeGreaterThan(0.1); // measured 0.39 (0.62 → 1.01)
+  });
+
   it('refuses models it cannot plant into, with the reason', () => {
     expect(() =>
       plantInductionCircuit(config({ model_type: 'qwen2', architectures: ['Qwen2ForCausalLM'] }), new Map()),
@@ -105,6 +166,12 @@ describe('induction init', () => {
     const wide = config({ head_dim: 16 });
     expect(() => plantInductionCircuit(wide, qwenTinyInitTensors(wide))).toThrow(/wider than head_dim/);
     expect(() => ropeFrequenciesExact(10000, 24)).toThrow(/power of two/);
+    const three = config();
+    for (const layer of [1, 3, 2.5]) {
+      expect(() =>
+        plantInductionCircuit(three, qwenTinyInitTensors(three), { pointerLayers: [layer] }),
+      ).toThrow(/pointer layer/);
+    }
   });
 
   it('exact helpers: Taylor cos/sin and square-root RoPE frequencies match Math', () => {

@@ -29,7 +29,15 @@
 //   every key, in the `matchPairs` slowest RoPE pairs only (rotation by the distance barely moves
 //   them: θ ≤ 1e-3 for pairs 12..15 at rope_theta 1e4), and copies the key position's content slice
 //   back into the content dims with gain copyGain.
-// Everything else (the other query heads, layers 2.., every MLP, the other norms) keeps HF's init.
+// Pointer heads (optional, `pointerLayers`): in each listed layer ≥ 2 the first query head of kv head g
+//   gets the induction heads' value/output map (copy content slice g into the content dims, gain
+//   pointerGain) and keeps HF's random q/k. Where it looks is left to learning: the induction head
+//   can only continue a name, while choosing which name starts (the question's first name, the one a
+//   passage just gave) needs attention that depends on the context. With HF's random value/output
+//   maps such a head gets no useful gradient until both its output map and its attention agree (the
+//   plateau the copy drill never left); with the copy map in place, every SFT step that wants a name's
+//   first token pushes its q/k towards the position that holds it.
+// Everything else (the other query heads, the other layers, every MLP, the other norms) keeps HF's init.
 // Measured at init (`npm run bench:copy`, 36 held-out oracle traces): the answer tokens that continue
 // a name already in the context get mean p 0.605, against 0.000 with HF's init (docs/results.md).
 //
@@ -57,6 +65,10 @@ export interface InductionInitOptions {
   matchPairs: number;
   /** Layer-1 o_proj gain writing the copied token's content. */
   copyGain: number;
+  /** Layers (≥ 2) that get pointer heads: copy value/output maps, learned attention. */
+  pointerLayers: readonly number[];
+  /** o_proj gain of the pointer heads. */
+  pointerGain: number;
   seed: number;
   /** Std of the fresh init's embedding draws, rescaled to embedStd (HF's initializer_range). */
   initStd: number;
@@ -71,6 +83,8 @@ export const INDUCTION_INIT_DEFAULTS: Readonly<InductionInitOptions> = Object.fr
   matchGain: 3,
   matchPairs: 4,
   copyGain: 3,
+  pointerLayers: [],
+  pointerGain: 1,
   seed: 1,
   initStd: 0.02,
 });
@@ -155,6 +169,12 @@ export function plantInductionCircuit(
   if (slice > hd) throw new Error(`induction init: content slice ${slice} is wider than head_dim ${hd}`);
   if (o.prevPairs + o.matchPairs > half)
     throw new Error('induction init: prevPairs + matchPairs > head_dim / 2');
+  for (const layer of o.pointerLayers) {
+    if (!Number.isInteger(layer) || layer < 2 || layer >= config.numLayers)
+      throw new Error(
+        `induction init: pointer layer ${layer} must be an integer in [2, ${config.numLayers})`,
+      );
+  }
   const get = (name: string): Float32Array => {
     const t = tensors.get(name);
     if (!t) throw new Error(`induction init: missing tensor ${name}`);
@@ -220,6 +240,22 @@ export function plantInductionCircuit(
     for (let d = 0; d < width; d++) {
       v1[(g * hd + d) * D + sliceStart(g) + d] = 1;
       o1[(sliceStart(g) + d) * qDim + head * hd + d] = o.copyGain;
+    }
+  }
+
+  // Pointer layers: copy value/output maps, HF's random q/k (see the header).
+  for (const layer of o.pointerLayers) {
+    const prefix = `model.layers.${layer}.self_attn`;
+    const v = get(`${prefix}.v_proj.weight`);
+    const out = get(`${prefix}.o_proj.weight`);
+    for (let g = 0; g < numKvHeads; g++) {
+      const head = g * qPerKv;
+      v.fill(0, g * hd * D, (g + 1) * hd * D);
+      for (let row = 0; row < D; row++) out.fill(0, row * qDim + head * hd, row * qDim + (head + 1) * hd);
+      for (let d = 0; d < sliceWidth(g); d++) {
+        v[(g * hd + d) * D + sliceStart(g) + d] = 1;
+        out[(sliceStart(g) + d) * qDim + head * hd + d] = o.pointerGain;
+      }
     }
   }
   return tensors;
