@@ -158,6 +158,12 @@ export interface TrainConfig {
     copySpan: number;
     copyRepeats: number;
     copyWeight: number;
+    /**
+     * Input noise (0 = off; src/rl/sft.ts): the probability that a policy token of a trace is replaced,
+     * in the input only, by the token before it or a random token of the trace, the targets unchanged.
+     * Teaches going on after a wrong token, which teacher forcing never shows.
+     */
+    inputNoise: number;
   };
   train: {
     steps: number;
@@ -249,6 +255,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     copySpan: 32,
     copyRepeats: 4,
     copyWeight: 1,
+    inputNoise: 0,
   },
   train: {
     steps: 20,
@@ -383,6 +390,7 @@ const CHECKS: Record<string, Check> = {
   'sft.copySpan': int(2, 512),
   'sft.copyRepeats': int(2, 16),
   'sft.copyWeight': num(0),
+  'sft.inputNoise': num(0, 0.95),
   'train.steps': int(0),
   'train.evalEvery': int(0),
   'train.evalSize': int(0),

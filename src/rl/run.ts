@@ -60,6 +60,7 @@ export async function evaluationLine(
     'eval/turns': r.turns,
     'eval/tool_calls': r.toolCalls,
     'eval/format_valid': r.formatValid,
+    'eval/truncated_turns': r.truncatedTurns,
     'eval/n': r.n,
     'time/eval_s': (performance.now() - t0) / 1000,
   };

@@ -169,3 +169,42 @@ export function traceTokenPool(traces: readonly TrainableEpisode[]): number[] {
   for (const t of traces) for (const id of t.ids) seen.add(id);
   return [...seen];
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Input noise: teacher forcing with some of the policy's own tokens wrong (exposure bias).
+//
+// Teacher forcing only ever shows the model a correct prefix. Decoding freely, one wrong token puts it
+// where training never went, and the warm starts fell into loops there: after writing a name's piece
+// twice (`Wenju` → `ju ju`), the induction heads find the piece followed by itself and repeat it
+// forever (docs/results.md). With input noise a policy token of the traces is, with probability `rate`,
+// replaced in the *input* by a wrong one: half the time the token before it (a repeat, the loops'
+// start), otherwise a random token of the same trace. The targets stay the oracle's tokens, so the
+// position that reads the wrong token learns to go on with the trace, and no position is trained to
+// produce a wrong token (the one before it still predicts the right token from a clean prefix).
+//
+//   input  = s with s[j] → s[j−1] or a random s[k], for policy positions j ≥ 1 drawn at `rate`
+//   target = s shifted by one (unchanged)
+
+/** `ids` with some policy tokens replaced as above; `replaced` lists the positions drawn. */
+export function noisyInputIds(
+  ids: readonly number[],
+  sources: readonly TokenSource[],
+  rate: number,
+  rng: Rng,
+): { ids: number[]; replaced: number[] } {
+  if (!(rate >= 0 && rate < 1)) throw new Error(`input noise: rate must be in [0, 1), got ${rate}`);
+  const out = [...ids];
+  const replaced: number[] = [];
+  if (rate === 0) return { ids: out, replaced };
+  for (let j = 1; j < ids.length; j++) {
+    if (sources[j] !== 'policy' || rng.next() >= rate) continue;
+    out[j] = rng.next() < 0.5 ? ids[j - 1] : ids[rng.int(0, ids.length - 1)];
+    replaced.push(j);
+  }
+  return { ids: out, replaced };
+}
+
+/** The input noise's draws at an optimizer step: from (run seed, step) alone, so a resumed run draws the same. */
+export function inputNoiseRng(seed: number, step: number): Rng {
+  return createRng(hash32(`${seed}:input-noise:${step}`));
+}

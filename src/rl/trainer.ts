@@ -66,7 +66,15 @@ import type { TrainConfig } from './config.ts';
 import { ValueModel } from './critic.ts';
 import { describeMicroBatch, type MicroBatchChoice, pickMicroBatchRows } from './memory.ts';
 import { type RolloutEvent, runRollouts, type Trajectory } from './rollout.ts';
-import { buildSftTraces, copyDrillBatch, copyDrillRng, type SftTrace, traceTokenPool } from './sft.ts';
+import {
+  buildSftTraces,
+  copyDrillBatch,
+  copyDrillRng,
+  inputNoiseRng,
+  noisyInputIds,
+  type SftTrace,
+  traceTokenPool,
+} from './sft.ts';
 import { type RunStorage, readText } from './storage.ts';
 
 /** One line of metrics.jsonl: flat numeric keys (and a few strings). */
@@ -110,6 +118,8 @@ export interface EvalResult {
   turns: number;
   toolCalls: number;
   formatValid: number;
+  /** Share of the policy's turns cut at maxNewTokensPerTurn (mostly repetition loops). */
+  truncatedTurns: number;
   n: number;
   trajectories: Trajectory[];
 }
@@ -760,6 +770,7 @@ export class Trainer {
     m['episode/format_valid'] = mean(trajectories.map((t) => (t.outcome?.formatValid ? 1 : 0)));
     m['episode/turns'] = mean(trajectories.map((t) => t.turns));
     m['episode/tool_calls'] = mean(trajectories.map((t) => t.toolCalls));
+    m['episode/truncated_turns'] = truncatedTurnShare(trajectories);
     m['episode/response_length'] = mean(batch.policyTokens);
     m['episode/length'] = mean(trajectories.map((t) => t.ids.length));
     for (const t of trajectories) {
@@ -872,6 +883,16 @@ export class Trainer {
     // lossMask false marks every response position (policy and environment); policyMask the policy's.
     const batch = buildTrainingBatch(picked, { lossMask: false });
     const N = batch.B * batch.T;
+    // Input noise: wrong policy tokens in the inputs only; the targets stay the traces' (src/rl/sft.ts).
+    let noised = 0;
+    if (c.sft.inputNoise > 0) {
+      const rng = inputNoiseRng(c.seed, step);
+      picked.forEach((trace, b) => {
+        const { ids, replaced } = noisyInputIds(trace.ids, trace.sources, c.sft.inputNoise, rng);
+        for (const j of replaced) batch.tokens.ids[b * batch.T + j] = ids[j];
+        noised += replaced.length;
+      });
+    }
     const wCtx = c.sft.contextWeight;
     const weight = Float32Array.from(batch.lossMask, (m, i) =>
       batch.policyMask[i] > 0 ? 1 : m > 0 ? wCtx : 0,
@@ -939,6 +960,7 @@ export class Trainer {
       'sft/loss': loss,
       'sft/p_gt_half': correct / count,
       'sft/tokens': count,
+      ...(c.sft.inputNoise > 0 ? { 'sft/noised_inputs': noised } : {}),
       ...(ctxCount > 0 ? { 'sft/context_loss': ctxNll / ctxCount } : {}),
       ...(drillStats ? { 'sft/copy_loss': drillStats.loss, 'sft/copy_p_gt_half': drillStats.pGtHalf } : {}),
       'actor/grad_norm': info.norm,
@@ -1035,6 +1057,7 @@ export class Trainer {
       turns: mean(t.map((x) => x.turns)),
       toolCalls: mean(t.map((x) => x.toolCalls)),
       formatValid: mean(t.map((x) => (x.outcome?.formatValid ? 1 : 0))),
+      truncatedTurns: truncatedTurnShare(t),
       trajectories: t,
     };
   }
@@ -1292,6 +1315,21 @@ export function mergeValueStats(parts: Float32Array[]): Float32Array {
 
 export function mean(xs: readonly number[]): number {
   return xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length;
+}
+
+/**
+ * The share of the policy's turns that ran out of new tokens before <|im_end|>. In the small models'
+ * greedy episodes these are almost all repetition loops (`ju ju ju …`), so it is their measure.
+ */
+export function truncatedTurnShare(trajectories: readonly Trajectory[]): number {
+  let turns = 0;
+  let cut = 0;
+  for (const t of trajectories)
+    for (const r of t.turnRecords) {
+      turns++;
+      if (r.end === 'length') cut++;
+    }
+  return turns === 0 ? 0 : cut / turns;
 }
 
 function summary(prefix: string, xs: readonly number[]): Record<string, number> {

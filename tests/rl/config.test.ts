@@ -28,6 +28,8 @@ describe('train config', () => {
       [{ train: { microBatchRows: 1.5 } }, '"train.microBatchRows" must be an integer'],
       [{ sft: { copySpan: 1 } }, '"sft.copySpan" must be >= 2'],
       [{ sft: { copyRows: 0.5 } }, '"sft.copyRows" must be an integer'],
+      [{ sft: { inputNoise: 1 } }, '"sft.inputNoise" must be <= 0.95'],
+      [{ sft: { inputNoise: -0.1 } }, '"sft.inputNoise" must be >= 0'],
       [[], 'must be a JSON object'],
     ];
     for (const [raw, message] of bad) {

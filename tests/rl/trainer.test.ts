@@ -9,6 +9,7 @@ import { packBatch, QwenGpuModel } from '../../src/agent/model/qwen-gpu.ts';
 import { memorySource } from '../../src/agent/model/sources.ts';
 import { renderQwen3Chat } from '../../src/env/chat-format.ts';
 import { createOraclePolicy } from '../../src/env/policies/oracle.ts';
+import { createRng, hash32 } from '../../src/env/rng.ts';
 import type { Gpu } from '../../src/gpu/runtime.ts';
 import { type AlgorithmName, parseConfigText, type TrainConfig } from '../../src/rl/config.ts';
 import { runTraining } from '../../src/rl/run.ts';
@@ -16,6 +17,8 @@ import {
   buildSftTraces,
   copyDrillBatch,
   copyDrillRng,
+  inputNoiseRng,
+  noisyInputIds,
   type SftTrace,
   traceTokenPool,
 } from '../../src/rl/sft.ts';
@@ -245,6 +248,55 @@ describe('trainer', () => {
     }
     expect(max).toBeGreaterThan(0);
     expect(diff).toBeLessThan(1e-3 * max);
+  });
+
+  it("SFT input noise: the loss is the traces' NLL read through the noisy inputs, the targets unchanged", async () => {
+    const config = (rate: number) =>
+      microConfig((c) => {
+        c.algorithm.name = 'sft';
+        c.sft.inputNoise = rate;
+      });
+    const clean = await make(config(0));
+    const noisy = await make(config(0.3));
+    const a = await clean.trainStep();
+    const b = await noisy.trainStep();
+    expect(a['sft/noised_inputs']).toBeUndefined();
+    expect(b['sft/noised_inputs'] as number).toBeGreaterThan(0);
+    expect(b['sft/tokens']).toBe(a['sft/tokens']);
+
+    // independently: the traces step 1 picks (epoch 0's shuffle), the noise drawn for step 1, the
+    // initial model's logits on the noisy inputs, the NLL of the traces' own policy tokens
+    const traces = (noisy as unknown as { sftTraces: SftTrace[] }).sftTraces;
+    const seed = noisy.config.seed;
+    const order = createRng(hash32(`${seed}:sft:0`)).shuffle(traces.map((_, i) => i));
+    const picked = order.slice(0, noisy.config.sft.batchSize).map((i) => traces[i]);
+    const rng = inputNoiseRng(seed, 1);
+    const inputs = picked.map((t) => noisyInputIds(t.ids, t.sources, 0.3, rng).ids);
+    let replaced = 0;
+    picked.forEach((t, b) => {
+      for (let j = 0; j < t.ids.length; j++) if (inputs[b][j] !== t.ids[j]) replaced++;
+    });
+    expect(replaced).toBeGreaterThan(0);
+    const packed = packBatch(inputs);
+    const model = new QwenGpuModel(gpu, initial.config, initial.tensors);
+    const V = initial.config.vocabSize;
+    const logits = await model.logits(packed);
+    model.release();
+    let nll = 0;
+    let count = 0;
+    picked.forEach((t, b) => {
+      for (let j = 1; j < t.ids.length; j++) {
+        if (t.sources[j] !== 'policy') continue;
+        const row = logits.subarray((b * packed.T + j - 1) * V, (b * packed.T + j) * V);
+        const max = row.reduce((m, x) => Math.max(m, x), -Infinity);
+        const z = row.reduce((s, x) => s + Math.exp(x - max), 0);
+        nll -= row[t.ids[j]] - max - Math.log(z);
+        count++;
+      }
+    });
+    expect(count).toBe(b['sft/tokens']);
+    expect(b['sft/loss'] as number).toBeCloseTo(nll / count, 3);
+    expect(Math.abs((b['sft/loss'] as number) - (a['sft/loss'] as number))).toBeGreaterThan(1e-3);
   });
 
   it('LoRA (rank 4): no second model; first update ratio 1 and KL 0; only the adapters move; checkpoints hold merged weights and PEFT files; resume = uninterrupted', async () => {
