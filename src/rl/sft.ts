@@ -177,8 +177,9 @@ export function traceTokenPool(traces: readonly TrainableEpisode[]): number[] {
 // where training never went, and the warm starts fell into loops there: after writing a name's piece
 // twice (`Wenju` → `ju ju`), the induction heads find the piece followed by itself and repeat it
 // forever (docs/results.md). With input noise a policy token of the traces is, with probability `rate`,
-// replaced in the *input* by a wrong one: half the time the token before it (a repeat, the loops'
-// start), otherwise a random token of the same trace. The targets stay the oracle's tokens, so the
+// replaced in the *input*: half the time by the token before it (a repeat, the loops' start),
+// otherwise by a random token of the same trace (either may happen to equal the token; `replaced`
+// counts the draws, as `sft/noised_inputs` does). The targets stay the oracle's tokens, so the
 // position that reads the wrong token learns to go on with the trace, and no position is trained to
 // produce a wrong token (the one before it still predicts the right token from a clean prefix).
 //
