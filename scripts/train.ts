@@ -8,10 +8,12 @@
 //   --force    start over in a folder that already holds a run
 //   --steps / --minutes override train.steps / train.maxMinutes
 //   --export   also write the final policy as an HF checkpoint folder (e.g. public/models/qwen-tiny)
-//   --evaluate-only [--model DIR] [--json FILE]
+//   --evaluate-only [--model DIR] [--json FILE] [--split test|train]
 //              no training: play the config's held-out questions (greedy, train.evalSize of them) with
 //              the config's model or DIR (any checkpoint: the untrained init is Base Tool Call) and
-//              print EM / F1; the same episodes and settings as a run's eval lines
+//              print EM / F1; the same episodes and settings as a run's eval lines. --split train plays
+//              the first questions of the training world instead (what RL trained on: a gap between
+//              the two splits measures what the policy memorised of its training world)
 // Exit codes: 0 done, 2 bad command line or config (one line naming the problem), 1 a failure.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -28,7 +30,7 @@ import { Trainer } from '../src/rl/trainer.ts';
 
 const USAGE =
   'usage: npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force] [--steps N] [--minutes M] [--export DIR] [--quiet]\n' +
-  '       npm run train -- --config configs/<name>.json --evaluate-only [--model DIR] [--json FILE]';
+  '       npm run train -- --config configs/<name>.json --evaluate-only [--model DIR] [--json FILE] [--split test|train]';
 
 function fail(message: string): never {
   console.error(`train: ${message}`);
@@ -50,6 +52,7 @@ function parse() {
       'evaluate-only': { type: 'boolean', default: false },
       model: { type: 'string' },
       json: { type: 'string' },
+      split: { type: 'string' },
     },
     strict: true,
   });
@@ -88,6 +91,9 @@ try {
 }
 
 if (values.model) config.model.path = values.model;
+const split = values.split ?? 'test';
+if (split !== 'test' && split !== 'train') fail(`--split must be test or train, got ${values.split}`);
+if (values.split !== undefined && !values['evaluate-only']) fail('--split goes with --evaluate-only');
 if (values['evaluate-only']) {
   const initial = await loadCheckpoint(directorySource(config.model.path), { requireTokenizer: true }).catch(
     (e: Error) => fail(`cannot load the model at ${config.model.path}: ${e.message}`),
@@ -95,17 +101,18 @@ if (values['evaluate-only']) {
   const gpu = await Gpu.create();
   const trainer = await Trainer.create(gpu, config, initial);
   const t0 = performance.now();
-  const r = await trainer.evaluate();
+  const r = await trainer.evaluate(config.train.evalSize, split);
   const seconds = (performance.now() - t0) / 1000;
+  const splitName = split === 'test' ? 'held-out split' : 'training world';
   console.log(
-    `${config.model.path} on ${config.name}'s held-out split (${r.n} questions, greedy): EM ${r.em.toFixed(3)} F1 ${r.f1.toFixed(3)} ` +
+    `${config.model.path} on ${config.name}'s ${splitName} (${r.n} questions, greedy): EM ${r.em.toFixed(3)} F1 ${r.f1.toFixed(3)} ` +
       `format-valid ${r.formatValid.toFixed(3)} turns ${r.turns.toFixed(2)} tool calls ${r.toolCalls.toFixed(2)} (${seconds.toFixed(0)} s)`,
   );
   if (values.json) {
     const { trajectories, ...summary } = r;
     await writeFile(
       values.json,
-      `${JSON.stringify({ model: config.model.path, config: config.name, ...summary, seconds }, null, 2)}\n`,
+      `${JSON.stringify({ model: config.model.path, config: config.name, split, ...summary, seconds }, null, 2)}\n`,
     );
   }
   trainer.release();

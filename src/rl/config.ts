@@ -74,6 +74,13 @@ export interface TrainConfig {
     types: string[];
     /** Search over the split's whole world ('pooled') or each question's own passages. */
     corpus: 'pooled' | 'question';
+    /**
+     * Where RL's questions come from. Empty (the default): the training split of the world of `seed`.
+     * Otherwise the training splits of these seeds' worlds (trainSize questions shared out evenly), each
+     * searched over its own world. With many worlds no name recurs often enough to be recalled, so
+     * reward comes only from reading the question and the passages, as on the held-out world.
+     */
+    trainWorldSeeds: number[];
   };
   algorithm: {
     name: AlgorithmName;
@@ -213,6 +220,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     hops: [2],
     types: [],
     corpus: 'pooled',
+    trainWorldSeeds: [],
   },
   algorithm: { name: 'grpo', gamma: 1, lam: 1 },
   rollout: {
@@ -345,6 +353,7 @@ const CHECKS: Record<string, Check> = {
   'task.hops': arrayOf(int(2, 4), 1),
   'task.types': arrayOf(oneOf(['compositional', 'bridge', 'comparison', 'bridge_comparison', 'yesno'])),
   'task.corpus': oneOf(['pooled', 'question']),
+  'task.trainWorldSeeds': arrayOf(int(0, 2 ** 31)),
   'algorithm.name': oneOf(ALGORITHMS),
   'algorithm.gamma': num(0, 1),
   'algorithm.lam': num(0, 1),
@@ -463,6 +472,16 @@ export function resolveConfig(raw: unknown): TrainConfig {
     throw new ConfigError(
       'rollout.samplesPerQuestion',
       `must be >= 2 for ${c.algorithm.name} (a group of one has no baseline), got ${c.rollout.samplesPerQuestion}`,
+    );
+  }
+  const seeds = c.task.trainWorldSeeds;
+  if (new Set(seeds).size !== seeds.length) {
+    throw new ConfigError('task.trainWorldSeeds', `repeats a seed: ${JSON.stringify(seeds)}`);
+  }
+  if (seeds.length > c.task.trainSize) {
+    throw new ConfigError(
+      'task.trainWorldSeeds',
+      `has ${seeds.length} worlds for task.trainSize ${c.task.trainSize} questions (at least one each)`,
     );
   }
   if (c.model.frozenWeights !== 'f32' && c.model.lora.rank === 0) {

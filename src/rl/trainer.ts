@@ -124,6 +124,16 @@ export interface EvalResult {
   trajectories: Trajectory[];
 }
 
+/** How Trainer.evaluate decodes: greedy, one episode per question, unless told otherwise. */
+export interface EvalSampling {
+  /** Episodes per question (a group, as in training). Default 1. */
+  samplesPerQuestion?: number;
+  /** 0 = greedy (the default); > 0 samples with the config's topP / topK. */
+  temperature?: number;
+  /** u32 seed of the batch. Default 0. */
+  seed?: number;
+}
+
 const STATE_FILE = 'trainer-state.json';
 /** With LoRA, a checkpoint's PEFT adapter files live in this subfolder. */
 const ADAPTER_DIR = 'adapter';
@@ -138,6 +148,48 @@ export function trajectoryEpisode(t: Trajectory, processWeight: number): Trainab
     outcome: t.outcome?.outcome ?? 0,
     process:
       processWeight === 0 ? [] : t.processRewards.map((p) => ({ tokenIndex: p.tokenIndex, reward: p.total })),
+  };
+}
+
+/**
+ * The training splits of several synthetic worlds as one question set (task.trainWorldSeeds):
+ * task.trainSize questions shared out evenly, ids prefixed with the world's seed (each world numbers
+ * its questions from 0), and each question searched over its own world's passages (or its own, with
+ * task.corpus 'question').
+ */
+export function trainWorlds(
+  t: TrainConfig['task'],
+  seeds: readonly number[],
+): { tasks: QaTask[]; tools: TaskTools } {
+  const search = TASK_PRESETS[t.preset].search;
+  const perWorld = Math.ceil(t.trainSize / seeds.length);
+  const tasks: QaTask[] = [];
+  const toolsById = new Map<string, TaskTools>();
+  const perQuestion = perQuestionSearchTools(search);
+  for (const seed of seeds) {
+    const size = Math.min(perWorld, t.trainSize - tasks.length);
+    if (size <= 0) break;
+    const world = generateSyntheticDataset({
+      seed,
+      trainSize: size,
+      testSize: 1,
+      hops: t.hops,
+      ...(t.types.length > 0 ? { types: t.types as SyntheticQuestionType[] } : {}),
+    });
+    const tools = t.corpus === 'pooled' ? pooledSearchTools(world.train.corpus, search) : perQuestion;
+    for (const task of world.train.tasks) {
+      const id = `s${seed}-${task.id}`;
+      tasks.push({ ...task, id });
+      toolsById.set(id, tools);
+    }
+  }
+  return {
+    tasks,
+    tools: (task) => {
+      const tools = toolsById.get(task.id);
+      if (!tools) throw new Error(`trainWorlds: ${task.id} is not one of these worlds' questions`);
+      return tools(task);
+    },
   };
 }
 
@@ -175,6 +227,9 @@ export class Trainer {
   /** The search tools of the train and test splits. */
   readonly trainTools: TaskTools;
   readonly testTools: TaskTools;
+  /** RL's questions and their tools: the train split, or the worlds of task.trainWorldSeeds. */
+  readonly rlTasks: QaTask[];
+  readonly rlTools: TaskTools;
   private sftTraces: SftTrace[] | null = null;
   /** The copy drill's token pool: the distinct ids of sftTraces. */
   private copyPool: number[] | null = null;
@@ -241,6 +296,14 @@ export class Trainer {
       t.corpus === 'pooled'
         ? pooledSearchTools(this.dataset.test.corpus, search)
         : perQuestionSearchTools(search);
+    if (t.trainWorldSeeds.length === 0) {
+      this.rlTasks = this.dataset.train.tasks;
+      this.rlTools = this.trainTools;
+    } else {
+      const worlds = trainWorlds(t, t.trainWorldSeeds);
+      this.rlTasks = worlds.tasks;
+      this.rlTools = worlds.tools;
+    }
   }
 
   /**
@@ -294,9 +357,9 @@ export class Trainer {
     };
   }
 
-  /** The questions of a step: an epoch-wise shuffle of the train split, seeded by (seed, epoch). */
+  /** The questions of a step: an epoch-wise shuffle of rlTasks, seeded by (seed, epoch). */
   questionsFor(step: number, count: number): QaTask[] {
-    const tasks = this.dataset.train.tasks;
+    const tasks = this.rlTasks;
     const out: QaTask[] = [];
     for (let k = 0; k < count; k++) {
       const flat = (step - 1) * count + k;
@@ -339,7 +402,7 @@ export class Trainer {
       tokenizer: this.tokenizer,
       tasks: questions,
       samplesPerTask: c.rollout.samplesPerQuestion,
-      toolsFor: this.trainTools,
+      toolsFor: this.rlTools,
       env: this.envOptions(),
       maxNewTokensPerTurn: c.rollout.maxNewTokensPerTurn,
       maxTotalTokens: c.rollout.maxTotalTokens,
@@ -1032,21 +1095,29 @@ export class Trainer {
 
   // ------------------------------------------------------------------------------------ evaluation
 
-  /** Greedy episodes on the first `n` held-out (test split) questions, one sample each. */
-  async evaluate(n = this.config.train.evalSize, split: 'test' | 'train' = 'test'): Promise<EvalResult> {
+  /**
+   * Episodes on the first `n` questions of the held-out (test) split or of the training world: greedy,
+   * one each, unless `sampling` asks for groups at a temperature (bench/pass-at-k.ts).
+   */
+  async evaluate(
+    n = this.config.train.evalSize,
+    split: 'test' | 'train' = 'test',
+    sampling: EvalSampling = {},
+  ): Promise<EvalResult> {
     const c = this.config;
     const tasks = (split === 'test' ? this.dataset.test.tasks : this.dataset.train.tasks).slice(0, n);
     const ro = await runRollouts({
       model: this.policy,
       tokenizer: this.tokenizer,
       tasks,
-      samplesPerTask: 1,
+      samplesPerTask: sampling.samplesPerQuestion ?? 1,
       toolsFor: split === 'test' ? this.testTools : this.trainTools,
       env: this.envOptions(),
       maxNewTokensPerTurn: c.rollout.maxNewTokensPerTurn,
       maxTotalTokens: c.rollout.maxTotalTokens,
-      temperature: 0,
-      seed: 0,
+      temperature: sampling.temperature ?? 0,
+      ...((sampling.temperature ?? 0) > 0 ? { topP: c.rollout.topP, topK: c.rollout.topK } : {}),
+      seed: sampling.seed ?? 0,
     });
     const t = ro.trajectories;
     return {

@@ -30,6 +30,9 @@ describe('train config', () => {
       [{ sft: { copyRows: 0.5 } }, '"sft.copyRows" must be an integer'],
       [{ sft: { inputNoise: 1 } }, '"sft.inputNoise" must be <= 0.95'],
       [{ sft: { inputNoise: -0.1 } }, '"sft.inputNoise" must be >= 0'],
+      [{ task: { trainWorldSeeds: [3, 4, 3] } }, '"task.trainWorldSeeds" repeats a seed'],
+      [{ task: { trainWorldSeeds: [1.5] } }, '"task.trainWorldSeeds[0]" must be an integer'],
+      [{ task: { trainSize: 2, trainWorldSeeds: [1, 2, 3] } }, 'has 3 worlds for task.trainSize 2'],
       [[], 'must be a JSON object'],
     ];
     for (const [raw, message] of bad) {

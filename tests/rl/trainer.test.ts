@@ -59,6 +59,31 @@ describe('trainer', () => {
     return t;
   }
 
+  it('task.trainWorldSeeds: RL questions come from those worlds, each searched over its own', async () => {
+    const t = await make(
+      microConfig((c) => {
+        c.task.trainSize = 6;
+        c.task.trainWorldSeeds = [7, 8];
+      }),
+    );
+    expect(t.rlTasks.map((q) => q.id.split('-')[0])).toEqual(['s7', 's7', 's7', 's8', 's8', 's8']);
+    await t.trainStep();
+    const ids = new Set(t.rlTasks.map((q) => q.id));
+    expect(t.lastTrajectories.length).toBe(4);
+    for (const tr of t.lastTrajectories) expect(ids.has(tr.taskId), tr.taskId).toBe(true);
+    // The gold passage of a seed-8 question is found by its own search tool, not by the train split's.
+    const q = t.rlTasks[3];
+    const gold = q.passages.find((p) => q.supportingIds.includes(p.id))!;
+    const search = async (tools: unknown) =>
+      (
+        await (tools as { execute(a: object): Promise<{ content: string }> }[])[0].execute({
+          query: gold.title,
+        })
+      ).content;
+    expect(await search(t.rlTools(q))).toContain(gold.title);
+    expect(await search(t.trainTools(q))).not.toContain(gold.title);
+  });
+
   it('first update from the reference: ratio 1, PPO-KL 0, KL to reference 0, mismatch KL ≈ 0', async () => {
     // A small entropy bonus guarantees the first update moves the weights even when every group's
     // rewards are equal (zero advantages), so the second step's KL to the reference must be > 0.

@@ -1,0 +1,87 @@
+// npm run bench:passk -- --config configs/<name>.json [--model DIR] [--n 25] [--samples 8]
+//                        [--temperatures 0.5,1] [--splits test,train]
+// Before a long group-method run: for each split and temperature, samples G episodes of each of the
+// first n questions (the trainer's own rollout code, Trainer.evaluate) and prints what GRPO / RLOO
+// would have to learn from (src/rl/group-signal.ts): mean EM, pass@G, the share of groups whose EM
+// differs between samples, the share whose reward differs at all, and the mean in-group reward std.
+// Greedy EM of the same questions is printed beside them (temperature 0, one sample).
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { loadCheckpoint } from '../src/agent/model/checkpoint.ts';
+import { directorySource } from '../src/agent/model/node-fs.ts';
+import { Gpu } from '../src/gpu/runtime.ts';
+import { ConfigError, parseConfigText } from '../src/rl/config.ts';
+import { groupSignal } from '../src/rl/group-signal.ts';
+import { episodeReward, Trainer } from '../src/rl/trainer.ts';
+
+const USAGE =
+  'usage: npm run bench:passk -- --config configs/<name>.json [--model DIR] [--n 25] [--samples 8] [--temperatures 0.5,1] [--splits test,train]';
+function fail(message: string): never {
+  console.error(`bench:passk: ${message}\n${USAGE}`);
+  process.exit(2);
+}
+
+let values: Record<string, string | undefined>;
+try {
+  values = parseArgs({
+    options: {
+      config: { type: 'string' },
+      model: { type: 'string' },
+      n: { type: 'string', default: '25' },
+      samples: { type: 'string', default: '8' },
+      temperatures: { type: 'string', default: '0.5,1' },
+      splits: { type: 'string', default: 'test,train' },
+    },
+    strict: true,
+  }).values;
+} catch (e) {
+  fail((e as Error).message);
+}
+if (!values.config) fail('--config is required');
+const n = Number(values.n);
+const samples = Number(values.samples);
+if (!Number.isInteger(n) || n < 1) fail(`--n must be a positive integer, got ${values.n}`);
+if (!Number.isInteger(samples) || samples < 1)
+  fail(`--samples must be a positive integer, got ${values.samples}`);
+const temperatures = (values.temperatures ?? '').split(',').map(Number);
+if (temperatures.some((t) => !(t > 0 && Number.isFinite(t))))
+  fail(`--temperatures must be numbers > 0, got ${values.temperatures}`);
+const splits = (values.splits ?? '').split(',');
+if (splits.some((s) => s !== 'test' && s !== 'train'))
+  fail(`--splits takes test and/or train, got ${values.splits}`);
+
+let config: ReturnType<typeof parseConfigText>;
+try {
+  config = parseConfigText(await readFile(values.config, 'utf8'), values.config);
+} catch (e) {
+  if (e instanceof ConfigError) fail(e.message);
+  fail(`cannot read ${values.config}: ${(e as Error).message}`);
+}
+if (values.model) config.model.path = values.model;
+const initial = await loadCheckpoint(directorySource(config.model.path), { requireTokenizer: true }).catch(
+  (e: Error) => fail(`cannot load the model at ${config.model.path}: ${e.message}`),
+);
+const gpu = await Gpu.create();
+console.log(`adapter: ${gpu.report.kind} — ${gpu.report.description || gpu.report.device}`);
+console.log(`model ${config.model.path}, ${n} questions × ${samples} samples, config ${config.name}`);
+const trainer = await Trainer.create(gpu, config, initial);
+const w = config.reward.processWeight;
+for (const split of splits as ('test' | 'train')[]) {
+  const greedy = await trainer.evaluate(n, split);
+  console.log(`${split}: greedy EM ${greedy.em.toFixed(3)} format-valid ${greedy.formatValid.toFixed(3)}`);
+  for (const temperature of temperatures) {
+    const t0 = performance.now();
+    const r = await trainer.evaluate(n, split, { samplesPerQuestion: samples, temperature, seed: 12345 });
+    const g = groupSignal(
+      r.trajectories.map((t) => ({ group: t.group, em: t.outcome?.em ?? 0, reward: episodeReward(t, w) })),
+    );
+    console.log(
+      `${split} T=${temperature}: mean EM ${g.meanEm.toFixed(3)} · pass@${samples} ${g.passAtK.toFixed(3)} · ` +
+        `EM-split groups ${g.emSplitGroups.toFixed(3)} · reward-split groups ${g.rewardSplitGroups.toFixed(3)} · ` +
+        `reward std ${g.meanRewardStd.toFixed(3)} · format-valid ${r.formatValid.toFixed(3)} · ` +
+        `${((performance.now() - t0) / 1000).toFixed(0)} s`,
+    );
+  }
+}
+trainer.release();
+gpu.destroy();

@@ -1,0 +1,79 @@
+// The micro version of `npm run bench:passk` (bench/pass-at-k.ts) on configs/micro.json: groups of two
+// on two questions of each split print their line; bad arguments are one line and exit 2. Also the
+// train CLI's `--evaluate-only --split train`, which plays the training world's questions.
+import { spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+
+const node = (script: string, args: string[]) => {
+  const r = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', '--import', './scripts/wgsl-hooks.mjs', script, ...args],
+    {
+      encoding: 'utf8',
+      timeout: 240_000,
+    },
+  );
+  return { status: r.status, out: `${r.stdout}${r.stderr}` };
+};
+
+describe('npm run bench:passk (micro)', () => {
+  it('prints the group signal of both splits at one temperature', () => {
+    const r = node('bench/pass-at-k.ts', [
+      '--config',
+      'configs/micro.json',
+      '--n',
+      '2',
+      '--samples',
+      '2',
+      '--temperatures',
+      '1',
+    ]);
+    expect(r.status, r.out).toBe(0);
+    for (const split of ['test', 'train']) {
+      expect(r.out).toMatch(new RegExp(`${split}: greedy EM [\\d.]+ format-valid [\\d.]+`));
+      expect(r.out).toMatch(
+        new RegExp(
+          `${split} T=1: mean EM [\\d.]+ · pass@2 [\\d.]+ · EM-split groups [\\d.]+ · reward-split groups [\\d.]+ · reward std [\\d.]+`,
+        ),
+      );
+    }
+  }, 250_000);
+
+  it('refuses bad arguments with one line and exit 2', () => {
+    const t = node('bench/pass-at-k.ts', ['--config', 'configs/micro.json', '--temperatures', '0']);
+    expect(t.status).toBe(2);
+    expect(t.out).toMatch(/bench:passk: --temperatures must be numbers > 0, got 0/);
+    const s = node('bench/pass-at-k.ts', ['--config', 'configs/micro.json', '--splits', 'dev']);
+    expect(s.status).toBe(2);
+    expect(s.out).toMatch(/bench:passk: --splits takes test and\/or train, got dev/);
+  }, 250_000);
+});
+
+describe('npm run train -- --evaluate-only --split', () => {
+  it('plays the training world with --split train', () => {
+    const r = node('scripts/train.ts', [
+      '--config',
+      'configs/micro.json',
+      '--evaluate-only',
+      '--split',
+      'train',
+    ]);
+    expect(r.status, r.out).toBe(0);
+    expect(r.out).toMatch(/on micro's training world \(2 questions, greedy\): EM [\d.]+/);
+  }, 250_000);
+
+  it('refuses an unknown split, and --split without --evaluate-only', () => {
+    const a = node('scripts/train.ts', [
+      '--config',
+      'configs/micro.json',
+      '--evaluate-only',
+      '--split',
+      'dev',
+    ]);
+    expect(a.status).toBe(2);
+    expect(a.out).toMatch(/train: --split must be test or train, got dev/);
+    const b = node('scripts/train.ts', ['--config', 'configs/micro.json', '--split', 'train']);
+    expect(b.status).toBe(2);
+    expect(b.out).toMatch(/train: --split goes with --evaluate-only/);
+  }, 250_000);
+});
