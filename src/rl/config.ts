@@ -136,6 +136,13 @@ export interface TrainConfig {
     klInRewardKind: KlKind;
     /** Outcome metric: 'f1' | 'em' (format gates it, src/env/reward.ts). */
     outcomeMetric: 'f1' | 'em';
+    /**
+     * The outcome is −1 + formatWeight · f + (well formed ? answerWeight · metric : 0), f the format
+     * score in [0, 1] (src/env/reward.ts). Defaults 1 and 1: a malformed episode can cost as much as a
+     * right answer earns; a larger answerWeight makes the answer count for more than the format.
+     */
+    formatWeight: number;
+    answerWeight: number;
   };
   /** Switches for the paper's ablation: train without the loss mask / the advantage mask. */
   ablation: {
@@ -251,7 +258,14 @@ export const DEFAULT_CONFIG: TrainConfig = {
     miniBatches: 1,
   },
   critic: { lr: 1e-4, clipRangeValue: 0.5, maxGradNorm: 1, warmupSteps: 0 },
-  reward: { processWeight: 0, klInRewardCoef: 0, klInRewardKind: 'k1', outcomeMetric: 'f1' },
+  reward: {
+    processWeight: 0,
+    klInRewardCoef: 0,
+    klInRewardKind: 'k1',
+    outcomeMetric: 'f1',
+    formatWeight: 1,
+    answerWeight: 1,
+  },
   ablation: { lossMask: true, advantageMask: true },
   sft: {
     lr: 2e-3,
@@ -388,6 +402,8 @@ const CHECKS: Record<string, Check> = {
   'reward.klInRewardCoef': num(0),
   'reward.klInRewardKind': oneOf(KL_KINDS),
   'reward.outcomeMetric': oneOf(['f1', 'em']),
+  'reward.formatWeight': num(0, 10),
+  'reward.answerWeight': num(0, 10),
   'ablation.lossMask': bool,
   'ablation.advantageMask': bool,
   'sft.lr': num(0),

@@ -353,7 +353,11 @@ export class Trainer {
       maxTurns: c.rollout.maxTurns,
       maxToolCalls: c.rollout.maxToolCalls,
       systemPrompt: TASK_PRESETS[c.task.preset].systemPrompt,
-      outcome: { metric: c.reward.outcomeMetric },
+      outcome: {
+        metric: c.reward.outcomeMetric,
+        formatWeight: c.reward.formatWeight,
+        answerWeight: c.reward.answerWeight,
+      },
     };
   }
 

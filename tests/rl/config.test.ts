@@ -31,6 +31,8 @@ describe('train config', () => {
       [{ sft: { inputNoise: 1 } }, '"sft.inputNoise" must be <= 0.95'],
       [{ sft: { inputNoise: -0.1 } }, '"sft.inputNoise" must be >= 0'],
       [{ task: { trainWorldSeeds: [3, 4, 3] } }, '"task.trainWorldSeeds" repeats a seed'],
+      [{ reward: { answerWeight: -1 } }, '"reward.answerWeight" must be >= 0'],
+      [{ reward: { formatWeight: 'one' } }, '"reward.formatWeight" must be a number'],
       [{ task: { trainWorldSeeds: [1.5] } }, '"task.trainWorldSeeds[0]" must be an integer'],
       [{ task: { trainSize: 2, trainWorldSeeds: [1, 2, 3] } }, 'has 3 worlds for task.trainSize 2'],
       [[], 'must be a JSON object'],

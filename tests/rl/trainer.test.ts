@@ -84,6 +84,21 @@ describe('trainer', () => {
     expect(await search(t.trainTools(q))).not.toContain(gold.title);
   });
 
+  it('reward.formatWeight and reward.answerWeight reach the episodes’ outcome', async () => {
+    const t = await make(
+      microConfig((c) => {
+        c.reward.formatWeight = 0.5;
+        c.reward.answerWeight = 3;
+      }),
+    );
+    expect(t.envOptions().outcome).toMatchObject({ metric: 'f1', formatWeight: 0.5, answerWeight: 3 });
+    const r = await t.evaluate(2);
+    for (const tr of r.trajectories) {
+      const o = tr.outcome;
+      expect(o.outcome).toBeCloseTo(-1 + 0.5 * o.formatScore + (o.formatValid ? 3 * o.f1 : 0), 12);
+    }
+  });
+
   it('first update from the reference: ratio 1, PPO-KL 0, KL to reference 0, mismatch KL ≈ 0', async () => {
     // A small entropy bonus guarantees the first update moves the weights even when every group's
     // rewards are equal (zero advantages), so the second step's KL to the reference must be > 0.
