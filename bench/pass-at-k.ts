@@ -5,6 +5,7 @@
 // would have to learn from (src/rl/group-signal.ts): mean EM, pass@G, the share of groups whose EM
 // differs between samples, the share whose reward differs at all, and the mean in-group reward std.
 // Greedy EM of the same questions is printed beside them (temperature 0, one sample).
+// The sampling seed is fixed (12345), so a rerun on the same adapter draws the same episodes.
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { loadCheckpoint } from '../src/agent/model/checkpoint.ts';
@@ -14,6 +15,7 @@ import { ConfigError, parseConfigText } from '../src/rl/config.ts';
 import { groupSignal } from '../src/rl/group-signal.ts';
 import { episodeReward, Trainer } from '../src/rl/trainer.ts';
 
+const SAMPLING_SEED = 12345;
 const USAGE =
   'usage: npm run bench:passk -- --config configs/<name>.json [--model DIR] [--n 25] [--samples 8] [--temperatures 0.5,1] [--splits test,train]';
 function fail(message: string): never {
@@ -71,7 +73,11 @@ for (const split of splits as ('test' | 'train')[]) {
   console.log(`${split}: greedy EM ${greedy.em.toFixed(3)} format-valid ${greedy.formatValid.toFixed(3)}`);
   for (const temperature of temperatures) {
     const t0 = performance.now();
-    const r = await trainer.evaluate(n, split, { samplesPerQuestion: samples, temperature, seed: 12345 });
+    const r = await trainer.evaluate(n, split, {
+      samplesPerQuestion: samples,
+      temperature,
+      seed: SAMPLING_SEED,
+    });
     const g = groupSignal(
       r.trajectories.map((t) => ({ group: t.group, em: t.outcome?.em ?? 0, reward: episodeReward(t, w) })),
     );
