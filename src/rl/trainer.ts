@@ -152,35 +152,47 @@ export function trajectoryEpisode(t: Trajectory, processWeight: number): Trainab
 }
 
 /**
+ * The training split of the synthetic world of `seed` (task's hops and types): `size` questions and the
+ * search over that world's passages (or each question's own, with task.corpus 'question').
+ */
+export function trainWorld(
+  t: TrainConfig['task'],
+  seed: number,
+  size: number,
+): { tasks: QaTask[]; tools: TaskTools } {
+  const search = TASK_PRESETS[t.preset].search;
+  const world = generateSyntheticDataset({
+    seed,
+    trainSize: size,
+    testSize: 1,
+    hops: t.hops,
+    ...(t.types.length > 0 ? { types: t.types as SyntheticQuestionType[] } : {}),
+  });
+  const tools =
+    t.corpus === 'pooled' ? pooledSearchTools(world.train.corpus, search) : perQuestionSearchTools(search);
+  return { tasks: world.train.tasks.slice(0, size), tools };
+}
+
+/**
  * The training splits of several synthetic worlds as one question set (task.trainWorldSeeds):
  * task.trainSize questions shared out evenly, ids prefixed with the world's seed (each world numbers
- * its questions from 0), and each question searched over its own world's passages (or its own, with
- * task.corpus 'question').
+ * its questions from 0), and each question searched over its own world (trainWorld).
  */
 export function trainWorlds(
   t: TrainConfig['task'],
   seeds: readonly number[],
 ): { tasks: QaTask[]; tools: TaskTools } {
-  const search = TASK_PRESETS[t.preset].search;
   const perWorld = Math.ceil(t.trainSize / seeds.length);
   const tasks: QaTask[] = [];
   const toolsById = new Map<string, TaskTools>();
-  const perQuestion = perQuestionSearchTools(search);
   for (const seed of seeds) {
     const size = Math.min(perWorld, t.trainSize - tasks.length);
     if (size <= 0) break;
-    const world = generateSyntheticDataset({
-      seed,
-      trainSize: size,
-      testSize: 1,
-      hops: t.hops,
-      ...(t.types.length > 0 ? { types: t.types as SyntheticQuestionType[] } : {}),
-    });
-    const tools = t.corpus === 'pooled' ? pooledSearchTools(world.train.corpus, search) : perQuestion;
-    for (const task of world.train.tasks) {
+    const world = trainWorld(t, seed, size);
+    for (const task of world.tasks) {
       const id = `s${seed}-${task.id}`;
       tasks.push({ ...task, id });
-      toolsById.set(id, tools);
+      toolsById.set(id, world.tools);
     }
   }
   return {
@@ -916,21 +928,13 @@ export class Trainer {
       for (let w = 0; w < c.sft.worlds; w++) {
         const world =
           w === 0
-            ? this.dataset
-            : generateSyntheticDataset({
-                seed: t.seed + w,
-                trainSize: perWorld,
-                testSize: 1,
-                hops: t.hops,
-                ...(t.types.length > 0 ? { types: t.types as SyntheticQuestionType[] } : {}),
-              });
-        const tools =
-          w === 0 ? this.trainTools : pooledSearchTools(world.train.corpus, TASK_PRESETS[t.preset].search);
+            ? { tasks: this.dataset.train.tasks.slice(0, perWorld), tools: this.trainTools }
+            : trainWorld(t, t.seed + w, perWorld);
         traces.push(
           ...(await buildSftTraces({
             tokenizer: this.tokenizer,
-            tasks: world.train.tasks.slice(0, perWorld),
-            toolsFor: tools,
+            tasks: world.tasks,
+            toolsFor: world.tools,
             env: this.envOptions(),
             oracle,
           })),

@@ -1,10 +1,11 @@
 // task.trainWorldSeeds (trainWorlds in src/rl/trainer.ts): RL questions from several synthetic worlds,
-// shared out evenly, with unique ids, each searched over its own world only.
+// shared out evenly, with unique ids, each searched over its own world only; trainWorld (also the SFT's
+// extra worlds) follows task.corpus.
 import { describe, expect, it } from 'vitest';
 import { generateSyntheticDataset } from '../../src/env/tasks/synthetic.ts';
 import type { Tool } from '../../src/env/tool.ts';
 import { resolveConfig } from '../../src/rl/config.ts';
-import { trainWorlds } from '../../src/rl/trainer.ts';
+import { trainWorld, trainWorlds } from '../../src/rl/trainer.ts';
 
 const task = resolveConfig({ task: { trainSize: 10, trainWorldSeeds: [5, 6, 7] } }).task;
 
@@ -38,5 +39,27 @@ describe('trainWorlds', () => {
   it('refuses a question that is not one of its worlds', () => {
     const stranger = generateSyntheticDataset({ seed: 9, trainSize: 1, testSize: 1 }).train.tasks[0];
     expect(() => worlds.tools(stranger)).toThrow(/not one of these worlds/);
+  });
+});
+
+describe('trainWorld', () => {
+  // Two questions of one world; b's gold passage is in the world's corpus, not among a's passages.
+  const pooled = trainWorld(task, 5, 6);
+  const a = pooled.tasks[0];
+  const b = pooled.tasks.find((q) =>
+    q.passages.every((p) => !a.passages.some((pa) => pa.title === p.title)),
+  )!;
+  const goldB = b.passages.find((p) => b.supportingIds.includes(p.id))!;
+
+  it('gives the world’s first questions', () => {
+    const own = generateSyntheticDataset({ seed: 5, trainSize: 6, testSize: 1, hops: task.hops });
+    expect(pooled.tasks.map((t) => t.question)).toEqual(own.train.tasks.map((t) => t.question));
+  });
+
+  it("searches the whole world with corpus 'pooled', the question's own passages with 'question'", async () => {
+    expect(await search(pooled.tools(a), goldB.title)).toContain(goldB.title);
+    const own = trainWorld({ ...task, corpus: 'question' }, 5, 6);
+    expect(await search(own.tools(a), goldB.title)).not.toContain(goldB.title);
+    expect(await search(own.tools(b), goldB.title)).toContain(goldB.title);
   });
 });
