@@ -471,13 +471,29 @@ export class Trainer {
     hooks.onPhase?.('update', step);
     const single = c.actor.ppoEpochs * c.actor.miniBatches === 1;
     const klInReward = c.reward.klInRewardCoef > 0;
-    // The "old" log-probs. With one update per step they are the update forward's own (detached),
-    // filled micro-batch by micro-batch, so the first update has ratio 1 exactly; with several updates
-    // (or when the in-reward KL needs all of them before the first micro-batch's loss) a forward first.
+    const temperature = c.rollout.temperature > 0 ? c.rollout.temperature : 1;
+    // The "old" log-probs, which are also the metrics' (mismatch KL, KL to the reference), with the
+    // entropies: the policy before this step's first optimizer step. With one update per step they
+    // are the update forward's own (detached), filled micro-batch by micro-batch, so the first update
+    // has ratio 1 exactly; with several updates (or when the in-reward KL needs all of them before the
+    // first micro-batch's loss) a forward first: the update's forwards of mini-batch 2 onwards see
+    // moved weights.
     const ownOld = single && (!klInReward || ranges.length === 1);
-    const oldLogprob = ownOld
-      ? gpu.empty([N], 'f32', 'batch.oldLogprob')
-      : this.logprobsOnly(this.policy, batch, trainMaskU32, ranges);
+    const oldLogprob = gpu.empty([N], 'f32', 'batch.oldLogprob');
+    const oldEntropy = gpu.empty([N], 'f32', 'batch.oldEntropy');
+    const keepOld = (fwd: { head: { logprob: Tensor; entropy: Tensor } }, m0: number, rows: number) => {
+      const at = { offset: m0 * T * 4, size: rows * T * 4 };
+      gpu.copy(fwd.head.logprob, { tensor: oldLogprob, ...at }); // detached
+      gpu.copy(fwd.head.entropy, { tensor: oldEntropy, ...at });
+    };
+    if (!ownOld)
+      this.eachMicroBatch(batch, ranges, (sub, m0) => {
+        const fwd = this.policy.forward(sub.tokens, sub.targets, rowsOfArray(trainMaskU32, sub, m0), {
+          temperature,
+        });
+        keepOld(fwd, m0, sub.B);
+        fwd.release();
+      });
     const lossMaskT = gpu.upload(batch.lossMask, [N], 'f32', 'batch.lossMask');
     const advMaskT = gpu.upload(batch.advMask, [N], 'f32', 'batch.advMask');
     const rewardsT = gpu.upload(batch.rewards, [N], 'f32', 'batch.rewards');
@@ -496,13 +512,9 @@ export class Trainer {
         values: oldValues,
       }));
     if (!(ownOld && klInReward)) computeAdvantages();
-    // The first epoch's forwards see every row once: their log-probs and entropies are the metrics'.
-    const firstLogprobT = gpu.empty([N], 'f32', 'batch.firstLogprob');
-    const firstEntropyT = gpu.empty([N], 'f32', 'batch.firstEntropy');
     const actorStats: Float32Array[] = [];
     let gradNormValue = 0;
     let skipped = 0;
-    const temperature = c.rollout.temperature > 0 ? c.rollout.temperature : 1;
     for (let epoch = 0; epoch < c.actor.ppoEpochs; epoch++) {
       for (let mb = 0; mb < c.actor.miniBatches; mb++) {
         // Micro-batches add up to the mini-batch: the loss of each is normalised by the mini-batch's
@@ -516,12 +528,7 @@ export class Trainer {
           const fwd = this.policy.forward(sub.tokens, sub.targets, rowsOfArray(trainMaskU32, sub, m0), {
             temperature,
           });
-          const at = { offset: m0 * T * 4, size: sub.B * T * 4 };
-          if (epoch === 0) {
-            gpu.copy(fwd.head.logprob, { tensor: firstLogprobT, ...at });
-            gpu.copy(fwd.head.entropy, { tensor: firstEntropyT, ...at });
-          }
-          if (ownOld) gpu.copy(fwd.head.logprob, { tensor: oldLogprob, ...at }); // detached
+          if (ownOld) keepOld(fwd, m0, sub.B);
           if (advantages === null) computeAdvantages();
           const view = this.rowView(batch, sub, m0);
           const loss = policyLoss(gpu, {
@@ -610,13 +617,13 @@ export class Trainer {
     }
 
     // metrics: one more readback of the per-token arrays
-    const [refArr, advArr, firstLogprob, firstEntropy] = (await gpu.readMany([
+    const [refArr, advArr, oldLogprobArr, oldEntropyArr] = (await gpu.readMany([
       refLogprob,
       advantages!,
-      firstLogprobT,
-      firstEntropyT,
+      oldLogprob,
+      oldEntropy,
     ])) as Float32Array[];
-    hooks.onUpdateArrays?.({ batch, logprob: firstLogprob, ref: refArr, advantages: advArr });
+    hooks.onUpdateArrays?.({ batch, logprob: oldLogprobArr, ref: refArr, advantages: advArr });
     for (const t of [
       refLogprob,
       oldLogprob,
@@ -627,15 +634,14 @@ export class Trainer {
       advantages,
       returns,
       oldValues,
-      firstLogprobT,
-      firstEntropyT,
+      oldEntropy,
     ] as (Tensor | null)[])
       t?.release();
     this.step = step;
     if (skipped > 0) this.skippedSteps++;
     const metrics = this.rlMetrics(step, trajectories, batch, {
-      logprob: firstLogprob,
-      entropy: firstEntropy,
+      logprob: oldLogprobArr,
+      entropy: oldEntropyArr,
       ref: refArr,
       adv: advArr,
       actorStats,

@@ -116,6 +116,27 @@ describe('trainer', () => {
     expect(m2['actor/kl_ref_k3'] as number).toBeGreaterThan(0);
   });
 
+  it('first step in 2 mini-batches × 2 epochs: KL to reference 0 and mismatch ≈ 0 from the pre-update forward, though later updates see moved weights', async () => {
+    // The metrics' log-probs are the policy's before the step's first optimizer step, not the update
+    // forwards', which from the second mini-batch on run on moved weights.
+    const t = await make(
+      microConfig((c) => {
+        c.actor.miniBatches = 2;
+        c.actor.ppoEpochs = 2;
+        c.actor.lr = 0.01;
+        c.actor.entropyCoef = 0.01;
+      }),
+    );
+    const m = await t.trainStep();
+    expect(m['actor/kl_ref_k1']).toBe(0);
+    expect(m['actor/kl_ref_k3']).toBe(0);
+    expect(Math.abs(m['rollout/mismatch_kl_k3'] as number)).toBeLessThan(1e-6);
+    expect(m['rollout/mismatch_max_abs'] as number).toBeLessThan(1e-3);
+    expect(m['actor/ppo_kl'] as number).not.toBe(0);
+    const m2 = await t.trainStep();
+    expect(m2['actor/kl_ref_k3'] as number).toBeGreaterThan(0);
+  });
+
   it.each<AlgorithmName>(['drgrpo', 'ppo', 'reinforce++', 'reinforce++-baseline', 'rloo'])(
     '%s runs a finite step',
     async (name) => {
