@@ -91,7 +91,14 @@ export async function runTraining(
   await storage.write('config.json', `${JSON.stringify(trainer.config, null, 2)}\n`);
   await truncateMetrics(storage, trainer.step);
   const t0 = performance.now();
-  if (trainer.step === 0) await evaluateLine(trainer, storage, hooks);
+  // The step last evaluated: a run stopped (time budget, shouldStop) right after an evaluation step
+  // does not evaluate the same weights again at the end.
+  let evaluated = -1;
+  const evaluate = async () => {
+    await evaluateLine(trainer, storage, hooks);
+    evaluated = trainer.step;
+  };
+  if (trainer.step === 0) await evaluate();
   while (trainer.step < c.steps) {
     if (hooks.shouldStop?.()) break;
     if (c.maxMinutes > 0 && (performance.now() - t0) / 60000 >= c.maxMinutes) {
@@ -108,14 +115,13 @@ export async function runTraining(
       );
     }
     const last = trainer.step === c.steps;
-    if (c.evalEvery > 0 && trainer.step % c.evalEvery === 0 && !last)
-      await evaluateLine(trainer, storage, hooks);
+    if (c.evalEvery > 0 && trainer.step % c.evalEvery === 0 && !last) await evaluate();
     if (c.checkpointEvery > 0 && trainer.step % c.checkpointEvery === 0 && !last) {
       hooks.onPhase?.('checkpoint', trainer.step);
       await trainer.saveCheckpoint();
     }
   }
-  await evaluateLine(trainer, storage, hooks);
+  if (evaluated !== trainer.step) await evaluate();
   hooks.onPhase?.('checkpoint', trainer.step);
   const steps = await trainer.checkpointSteps();
   if (steps.at(-1) !== trainer.step) await trainer.saveCheckpoint();

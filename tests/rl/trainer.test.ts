@@ -433,4 +433,23 @@ describe('trainer', () => {
     const samples = JSON.parse((await readText(storage, 'samples/step-000002.json'))!) as unknown[];
     expect(samples).toHaveLength(2);
   });
+
+  it('a run stopped right after an evaluation step does not evaluate the same step again', async () => {
+    const config = microConfig((c) => {
+      c.train.steps = 5;
+      c.train.evalEvery = 1;
+      c.train.evalSize = 2;
+      c.train.checkpointEvery = 0;
+    });
+    const storage = memoryStorage();
+    const t = await make(config, { storage });
+    await runTraining(t, storage, { shouldStop: () => t.step >= 1 });
+    expect(t.step).toBe(1);
+    const lines = (await readText(storage, 'metrics.jsonl'))!
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as StepMetrics);
+    expect(lines.filter((l) => 'eval/em' in l).map((l) => l.step)).toEqual([0, 1]);
+    expect(await storage.list('checkpoints')).toEqual(['step-000001']);
+  });
 });
