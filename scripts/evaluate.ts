@@ -44,7 +44,7 @@ import {
   TaskFileError,
   type TaskFileKind,
 } from '../src/env/tasks/task-file.ts';
-import { perQuestionSearchTools, pooledSearchTools } from '../src/env/tools/search.ts';
+import { corpusSearchTools } from '../src/env/tools/search.ts';
 import { Gpu } from '../src/gpu/runtime.ts';
 
 const USAGE =
@@ -236,10 +236,7 @@ if (tasks.length === 0) {
   fail('no tasks to evaluate');
 }
 const { policy, release } = await makePolicy(policySpec);
-const tools =
-  values.corpus === 'pooled'
-    ? pooledSearchTools(loaded.corpus ?? pooledCorpus(tasks), preset.search)
-    : perQuestionSearchTools(preset.search);
+const tools = corpusSearchTools(values.corpus, loaded.corpus ?? pooledCorpus(tasks), preset.search);
 const t0 = performance.now();
 const report = await evaluate(policy, tasks, {
   tools,

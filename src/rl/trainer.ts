@@ -48,7 +48,7 @@ import {
   type SyntheticQuestionType,
 } from '../env/tasks/synthetic.ts';
 import type { ToolEnvOptions } from '../env/tool-env.ts';
-import { perQuestionSearchTools, pooledSearchTools, type TaskTools } from '../env/tools/search.ts';
+import { corpusSearchTools, type TaskTools } from '../env/tools/search.ts';
 import {
   gaeAdvantageReturn,
   grpoOutcomeAdvantage,
@@ -168,9 +168,10 @@ export function trainWorld(
     hops: t.hops,
     ...(t.types.length > 0 ? { types: t.types as SyntheticQuestionType[] } : {}),
   });
-  const tools =
-    t.corpus === 'pooled' ? pooledSearchTools(world.train.corpus, search) : perQuestionSearchTools(search);
-  return { tasks: world.train.tasks.slice(0, size), tools };
+  return {
+    tasks: world.train.tasks.slice(0, size),
+    tools: corpusSearchTools(t.corpus, world.train.corpus, search),
+  };
 }
 
 /**
@@ -300,14 +301,8 @@ export class Trainer {
       ...(t.types.length > 0 ? { types: t.types as SyntheticQuestionType[] } : {}),
     });
     const search = TASK_PRESETS[t.preset].search;
-    this.trainTools =
-      t.corpus === 'pooled'
-        ? pooledSearchTools(this.dataset.train.corpus, search)
-        : perQuestionSearchTools(search);
-    this.testTools =
-      t.corpus === 'pooled'
-        ? pooledSearchTools(this.dataset.test.corpus, search)
-        : perQuestionSearchTools(search);
+    this.trainTools = corpusSearchTools(t.corpus, this.dataset.train.corpus, search);
+    this.testTools = corpusSearchTools(t.corpus, this.dataset.test.corpus, search);
     if (t.trainWorldSeeds.length === 0) {
       this.rlTasks = this.dataset.train.tasks;
       this.rlTools = this.trainTools;

@@ -38,7 +38,7 @@ import {
 } from '../env/tasks/task-file.ts';
 import { toToolSpec } from '../env/tool.ts';
 import type { ToolEnvOptions } from '../env/tool-env.ts';
-import { perQuestionSearchTools, pooledSearchTools, type TaskTools } from '../env/tools/search.ts';
+import { corpusSearchTools, perQuestionSearchTools, type TaskTools } from '../env/tools/search.ts';
 import type { AdapterReport } from '../gpu/device.ts';
 import { Gpu } from '../gpu/runtime.ts';
 import { runMatmulSelfCheck, type SelfCheckResult } from '../gpu/selfcheck.ts';
@@ -182,7 +182,7 @@ function taskWorld(config: TrainConfig, searchTopK?: number) {
   });
   const search = { ...TASK_PRESETS[t.preset].search, ...(searchTopK ? { topK: searchTopK } : {}) };
   const tools = (split: 'train' | 'test'): TaskTools =>
-    t.corpus === 'pooled' ? pooledSearchTools(dataset[split].corpus, search) : perQuestionSearchTools(search);
+    corpusSearchTools(t.corpus, dataset[split].corpus, search);
   return { dataset, search, tools };
 }
 

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { foldTerm, lightStem, type Passage, PassageIndex } from '../../src/env/retrieval/bm25.ts';
 import {
+  corpusSearchTools,
   createSearchTool,
   formatHits,
   NO_RESULTS,
@@ -123,5 +124,14 @@ describe('search tool', () => {
     expect(per(task)[0]).toBe(per(task)[0]);
     const pooled = pooledSearchTools(CORPUS);
     expect(pooled(task)[0]).toBe(pooled({ id: 'other', passages: [] })[0]);
+  });
+
+  it("corpusSearchTools follows the task's corpus setting", async () => {
+    // A question whose own passages lack the Seine: only the pooled search finds it.
+    const task = { id: 'q', passages: CORPUS.slice(0, 3) };
+    const run = (corpus: 'pooled' | 'question') =>
+      corpusSearchTools(corpus, CORPUS, { topK: 1 })(task)[0].execute({ query: 'Seine river' });
+    expect((await run('pooled')).retrievedIds).toEqual(['e']);
+    expect((await run('question')).retrievedIds).not.toContain('e');
   });
 });

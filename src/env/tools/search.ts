@@ -126,3 +126,15 @@ export function perQuestionSearchTools(options: SearchToolOptions = {}): TaskToo
     return [tool];
   };
 }
+
+/**
+ * The search tools of one split under a task's corpus setting: 'pooled' searches every question over
+ * the split's passages together (open corpus), 'question' each over its own (distractor setting).
+ */
+export function corpusSearchTools(
+  corpus: 'pooled' | 'question',
+  passages: PassageIndex | readonly Passage[],
+  options: SearchToolOptions = {},
+): TaskTools {
+  return corpus === 'pooled' ? pooledSearchTools(passages, options) : perQuestionSearchTools(options);
+}
