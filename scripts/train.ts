@@ -8,12 +8,14 @@
 //   --force    start over in a folder that already holds a run
 //   --steps / --minutes override train.steps / train.maxMinutes
 //   --export   also write the final policy as an HF checkpoint folder (e.g. public/models/qwen-tiny)
-//   --evaluate-only [--model DIR] [--json FILE] [--split test|train]
-//              no training: play the config's held-out questions (greedy, train.evalSize of them) with
+//   --evaluate-only [--model DIR] [--json FILE] [--split test|train] [--questions N]
+//              no training: play the config's held-out questions (greedy, train.evalSize of them, or
+//              the first N: a larger N adds questions after the same first ones, same world) with
 //              the config's model or DIR (any checkpoint: the untrained init is Base Tool Call) and
 //              print EM / F1; the same episodes and settings as a run's eval lines. --split train plays
 //              the first questions of the training world instead (what RL trained on: a gap between
-//              the two splits measures what the policy memorised of its training world)
+//              the two splits measures what the policy memorised of its training world). Prints EM
+//              per question type and the most frequent answer's share too.
 // Exit codes: 0 done, 2 bad command line or config (one line naming the problem), 1 a failure.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -30,7 +32,7 @@ import { Trainer } from '../src/rl/trainer.ts';
 
 const USAGE =
   'usage: npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force] [--steps N] [--minutes M] [--export DIR] [--quiet]\n' +
-  '       npm run train -- --config configs/<name>.json --evaluate-only [--model DIR] [--json FILE] [--split test|train]';
+  '       npm run train -- --config configs/<name>.json --evaluate-only [--model DIR] [--json FILE] [--split test|train] [--questions N]';
 
 function fail(message: string): never {
   console.error(`train: ${message}`);
@@ -53,6 +55,7 @@ function parse() {
       model: { type: 'string' },
       json: { type: 'string' },
       split: { type: 'string' },
+      questions: { type: 'string' },
     },
     strict: true,
   });
@@ -94,6 +97,17 @@ if (values.model) config.model.path = values.model;
 const split = values.split ?? 'test';
 if (split !== 'test' && split !== 'train') fail(`--split must be test or train, got ${values.split}`);
 if (values.split !== undefined && !values['evaluate-only']) fail('--split goes with --evaluate-only');
+if (values.questions !== undefined) {
+  if (!values['evaluate-only']) fail('--questions goes with --evaluate-only');
+  const n = Number(values.questions);
+  if (!Number.isInteger(n) || n < 1) fail(`--questions must be a positive integer, got ${values.questions}`);
+  if (split === 'train' && n > config.task.trainSize)
+    fail(`--questions ${n} is more than the training world's task.trainSize ${config.task.trainSize}`);
+  // More held-out questions: the test world is fixed by task.seed and its questions are drawn in order,
+  // so a larger testSize keeps the first ones.
+  if (split === 'test') config.task.testSize = Math.max(config.task.testSize, n);
+  config.train.evalSize = n;
+}
 if (values['evaluate-only']) {
   const initial = await loadCheckpoint(directorySource(config.model.path), { requireTokenizer: true }).catch(
     (e: Error) => fail(`cannot load the model at ${config.model.path}: ${e.message}`),
@@ -107,6 +121,10 @@ if (values['evaluate-only']) {
   console.log(
     `${config.model.path} on ${config.name}'s ${splitName} (${r.n} questions, greedy): EM ${r.em.toFixed(3)} F1 ${r.f1.toFixed(3)} ` +
       `format-valid ${r.formatValid.toFixed(3)} turns ${r.turns.toFixed(2)} tool calls ${r.toolCalls.toFixed(2)} (${seconds.toFixed(0)} s)`,
+  );
+  const types = Object.entries(r.byType).map(([type, s]) => `${type} ${s.em.toFixed(3)} (${s.n})`);
+  console.log(
+    `  EM by question type: ${types.join(' · ')}; most frequent answer ${JSON.stringify(r.modalAnswer.answer)} (${(100 * r.modalAnswer.share).toFixed(0)} % of episodes)`,
   );
   if (values.json) {
     const { trajectories, ...summary } = r;

@@ -62,6 +62,8 @@ export async function evaluationLine(
     'eval/format_valid': r.formatValid,
     'eval/truncated_turns': r.truncatedTurns,
     'eval/n': r.n,
+    'eval/modal_answer_share': r.modalAnswer.share,
+    ...Object.fromEntries(Object.entries(r.byType).map(([type, s]) => [`eval/em/${type}`, s.em])),
     'time/eval_s': (performance.now() - t0) / 1000,
   };
   return { line, trajectories: r.trajectories };

@@ -40,6 +40,7 @@ import { parseSafetensors, serializeSafetensors, tensorToFloat32 } from '../agen
 import { QwenTokenizer } from '../agent/tokenizer/qwen-tokenizer.ts';
 import { createOraclePolicy } from '../env/policies/oracle.ts';
 import { TASK_PRESETS } from '../env/presets.ts';
+import { normalizeAnswer } from '../env/reward.ts';
 import { createRng, hash32 } from '../env/rng.ts';
 import type { QaTask } from '../env/tasks/schema.ts';
 import {
@@ -121,6 +122,13 @@ export interface EvalResult {
   /** Share of the policy's turns cut at maxNewTokensPerTurn (mostly repetition loops). */
   truncatedTurns: number;
   n: number;
+  /** EM and F1 per question type (the task's `type`; 'untyped' where it has none). */
+  byType: Record<string, { n: number; em: number; f1: number }>;
+  /**
+   * The most frequent normalised answer and its share of the episodes (no answer counts as ""). A
+   * policy that answers "no" to every question shows as { answer: "no", share: ≈ 1 }.
+   */
+  modalAnswer: { answer: string; share: number };
   trajectories: Trajectory[];
 }
 
@@ -1138,6 +1146,8 @@ export class Trainer {
       toolCalls: mean(t.map((x) => x.toolCalls)),
       formatValid: mean(t.map((x) => (x.outcome?.formatValid ? 1 : 0))),
       truncatedTurns: truncatedTurnShare(t),
+      byType: scoresByType(tasks, t),
+      modalAnswer: modalAnswer(t),
       trajectories: t,
     };
   }
@@ -1410,6 +1420,46 @@ export function truncatedTurnShare(trajectories: readonly Trajectory[]): number 
       if (r.end === 'length') cut++;
     }
   return turns === 0 ? 0 : cut / turns;
+}
+
+/** EM and F1 of the trajectories grouped by their task's `type`, in order of first appearance. */
+export function scoresByType(
+  tasks: readonly QaTask[],
+  trajectories: readonly Trajectory[],
+): Record<string, { n: number; em: number; f1: number }> {
+  const typeOf = new Map(tasks.map((task) => [task.id, task.type ?? 'untyped']));
+  const byType: Record<string, { n: number; em: number; f1: number }> = {};
+  for (const t of trajectories) {
+    const type = typeOf.get(t.taskId) ?? 'untyped';
+    if (!byType[type]) byType[type] = { n: 0, em: 0, f1: 0 };
+    const s = byType[type];
+    s.n++;
+    s.em += t.outcome?.em ?? 0;
+    s.f1 += t.outcome?.f1 ?? 0;
+  }
+  for (const s of Object.values(byType)) {
+    s.em /= s.n;
+    s.f1 /= s.n;
+  }
+  return byType;
+}
+
+/**
+ * The most frequent answer (normalised as EM normalises it; no answer counts as "") and its share. It
+ * tells a policy that reads the passages from one that learned a single answer that the reward pays
+ * on some question type (a tiny model's GRPO learns to answer "no": right on half the yes/no questions).
+ */
+export function modalAnswer(trajectories: readonly Trajectory[]): { answer: string; share: number } {
+  const counts = new Map<string, number>();
+  for (const t of trajectories) {
+    const a = t.prediction === null ? '' : normalizeAnswer(t.prediction);
+    counts.set(a, (counts.get(a) ?? 0) + 1);
+  }
+  let best = { answer: '', share: 0 };
+  for (const [answer, count] of counts) {
+    if (count / trajectories.length > best.share) best = { answer, share: count / trajectories.length };
+  }
+  return best;
 }
 
 function summary(prefix: string, xs: readonly number[]): Record<string, number> {

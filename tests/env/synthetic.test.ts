@@ -179,6 +179,16 @@ describe('synthetic questions', () => {
     expect(crowded.test.tasks.every((t) => t.passages.length === t.supportingIds.length + 30)).toBe(true);
   });
 
+  it('a larger split keeps the smaller one as its first questions (a bigger held-out evaluation)', () => {
+    const small = generateSyntheticDataset({ seed: 1, trainSize: 10, testSize: 100, hops: [2] });
+    const large = generateSyntheticDataset({ seed: 1, trainSize: 10, testSize: 400, hops: [2] });
+    expect(large.test.tasks.slice(0, 100).map((t) => [t.id, t.question, t.answers])).toEqual(
+      small.test.tasks.map((t) => [t.id, t.question, t.answers]),
+    );
+    expect(large.test.corpus).toEqual(small.test.corpus);
+    expect(large.train.tasks).toEqual(small.train.tasks);
+  });
+
   it('rejects impossible configurations clearly', () => {
     expect(() =>
       generateSyntheticDataset({ trainSize: 1, testSize: 1, types: ['comparison'], hops: [3] }),

@@ -423,6 +423,13 @@ describe('trainer', () => {
     expect(parsed).toEqual(lines);
     expect(parsed.filter((l) => 'reward/mean' in l).map((l) => l.step)).toEqual([1, 2]);
     expect(parsed.filter((l) => 'eval/em' in l).map((l) => l.step)).toEqual([0, 1, 2]);
+    // Each evaluation line breaks EM down by question type and gives the most frequent answer's share.
+    for (const line of parsed.filter((l) => 'eval/em' in l)) {
+      const typeKeys = Object.keys(line).filter((k) => k.startsWith('eval/em/'));
+      expect(typeKeys.length).toBeGreaterThan(0);
+      for (const k of typeKeys) expect(line[k]).toBeGreaterThanOrEqual(0);
+      expect(line['eval/modal_answer_share']).toBeGreaterThan(0);
+    }
     expect(await storage.list('checkpoints')).toEqual(['step-000001', 'step-000002']);
     const files = new Map<string, Uint8Array>();
     for (const name of await storage.list('checkpoints/step-000002'))

@@ -1,6 +1,7 @@
 // The micro version of `npm run bench:passk` (bench/pass-at-k.ts) on configs/micro.json: groups of two
 // on two questions of each split print their line; bad arguments are one line and exit 2. Also the
-// train CLI's `--evaluate-only --split train`, which plays the training world's questions.
+// train CLI's `--evaluate-only --split train`, which plays the training world's questions, and its
+// `--questions N`.
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 
@@ -60,6 +61,42 @@ describe('npm run train -- --evaluate-only --split', () => {
     ]);
     expect(r.status, r.out).toBe(0);
     expect(r.out).toMatch(/on micro's training world \(2 questions, greedy\): EM [\d.]+/);
+    expect(r.out).toMatch(/EM by question type: .*\(\d\).*; most frequent answer ".*" \(\d+ % of episodes\)/);
+  }, 250_000);
+
+  it('plays more held-out questions than the config has with --questions, and refuses bad counts', () => {
+    // configs/micro.json has task.testSize 4 and train.evalSize 2.
+    const r = node('scripts/train.ts', [
+      '--config',
+      'configs/micro.json',
+      '--evaluate-only',
+      '--questions',
+      '6',
+    ]);
+    expect(r.status, r.out).toBe(0);
+    expect(r.out).toMatch(/on micro's held-out split \(6 questions, greedy\)/);
+    const counts = [...r.out.matchAll(/ \((\d+)\)/g)].map((m) => Number(m[1]));
+    expect(counts.reduce((a, b) => a + b, 0)).toBe(6);
+    const a = node('scripts/train.ts', [
+      '--config',
+      'configs/micro.json',
+      '--evaluate-only',
+      '--questions',
+      '0',
+    ]);
+    expect(a.status).toBe(2);
+    expect(a.out).toMatch(/train: --questions must be a positive integer, got 0/);
+    const b = node('scripts/train.ts', [
+      '--config',
+      'configs/micro.json',
+      '--evaluate-only',
+      '--split',
+      'train',
+      '--questions',
+      '21',
+    ]);
+    expect(b.status).toBe(2);
+    expect(b.out).toMatch(/train: --questions 21 is more than the training world's task.trainSize 20/);
   }, 250_000);
 
   it('refuses an unknown split, and --split without --evaluate-only', () => {
