@@ -1,5 +1,5 @@
 // npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force]
-//                  [--steps N] [--minutes M] [--export DIR] [--quiet]
+//                  [--steps N] [--minutes M] [--model DIR] [--export DIR] [--quiet]
 // Trains in Node on Dawn (src/rl/trainer.ts through src/rl/run.ts, the code the browser lab runs).
 //   --out      the run folder (default runs/<config name>): config.json, metrics.jsonl, samples/,
 //              checkpoints/step-XXXXXX/ (HF layout + optimizer + trainer state)
@@ -7,6 +7,7 @@
 //              draw derives from the seed and the step, so the metrics repeat an uninterrupted run)
 //   --force    start over in a folder that already holds a run
 //   --steps / --minutes override train.steps / train.maxMinutes
+//   --model    start from this checkpoint folder instead of the config's model.path
 //   --export   also write the final policy as an HF checkpoint folder (e.g. public/models/qwen-tiny)
 //   --evaluate-only [--model DIR] [--json FILE] [--split test|train] [--questions N]
 //              no training: play the config's held-out questions (greedy, train.evalSize of them, or
@@ -31,7 +32,7 @@ import type { StepMetrics } from '../src/rl/trainer.ts';
 import { Trainer } from '../src/rl/trainer.ts';
 
 const USAGE =
-  'usage: npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force] [--steps N] [--minutes M] [--export DIR] [--quiet]\n' +
+  'usage: npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force] [--steps N] [--minutes M] [--model DIR] [--export DIR] [--quiet]\n' +
   '       npm run train -- --config configs/<name>.json --evaluate-only [--model DIR] [--json FILE] [--split test|train] [--questions N]';
 
 function fail(message: string): never {
