@@ -1455,11 +1455,9 @@ export function modalAnswer(trajectories: readonly Trajectory[]): { answer: stri
     const a = t.prediction === null ? '' : normalizeAnswer(t.prediction);
     counts.set(a, (counts.get(a) ?? 0) + 1);
   }
-  let best = { answer: '', share: 0 };
-  for (const [answer, count] of counts) {
-    if (count / trajectories.length > best.share) best = { answer, share: count / trajectories.length };
-  }
-  return best;
+  let best = { answer: '', count: 0 };
+  for (const [answer, count] of counts) if (count > best.count) best = { answer, count };
+  return { answer: best.answer, share: best.count === 0 ? 0 : best.count / trajectories.length };
 }
 
 function summary(prefix: string, xs: readonly number[]): Record<string, number> {
