@@ -409,7 +409,7 @@ const CHECKS: Record<string, Check> = {
   'sft.lr': num(0),
   'sft.batchSize': int(1),
   'sft.traces': int(1),
-  'sft.worlds': int(1, 64),
+  'sft.worlds': int(1, 4096),
   'sft.contextWeight': num(0, 1),
   'sft.copyRows': int(0),
   'sft.copySpan': int(2, 512),
@@ -488,6 +488,12 @@ export function resolveConfig(raw: unknown): TrainConfig {
     throw new ConfigError(
       'rollout.samplesPerQuestion',
       `must be >= 2 for ${c.algorithm.name} (a group of one has no baseline), got ${c.rollout.samplesPerQuestion}`,
+    );
+  }
+  if (c.sft.worlds > c.sft.traces) {
+    throw new ConfigError(
+      'sft.worlds',
+      `is ${c.sft.worlds}, more worlds than sft.traces (${c.sft.traces}): at least one each`,
     );
   }
   const seeds = c.task.trainWorldSeeds;

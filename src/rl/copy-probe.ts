@@ -21,15 +21,22 @@ import { buildSftTraces, type SftTrace } from './sft.ts';
 
 /**
  * The oracle's traces of the first `n` questions of the RL configs' held-out world (task seed 1,
- * 2 hops, compact preset) that are not yes/no questions: their answers copy nothing.
+ * 2 hops, compact preset) that are not yes/no questions: their answers copy nothing. With split
+ * 'train', the same from the training world, whose names every warm start here saw in its SFT traces:
+ * the gap between the two is what the model recalls rather than reads.
  */
-export async function heldOutCopyTraces(tokenizer: QwenTokenizer, n: number): Promise<SftTrace[]> {
+export async function heldOutCopyTraces(
+  tokenizer: QwenTokenizer,
+  n: number,
+  split: 'test' | 'train' = 'test',
+): Promise<SftTrace[]> {
   const preset = TASK_PRESETS.compact;
-  const dataset = generateSyntheticDataset({ seed: 1, trainSize: 1, testSize: 100, hops: [2] });
+  const dataset = generateSyntheticDataset({ seed: 1, trainSize: 1000, testSize: 100, hops: [2] });
+  const set = dataset[split];
   return buildSftTraces({
     tokenizer,
-    tasks: dataset.test.tasks.filter((t) => t.type !== 'yesno').slice(0, n),
-    toolsFor: pooledSearchTools(dataset.test.corpus, preset.search),
+    tasks: set.tasks.filter((t) => t.type !== 'yesno').slice(0, n),
+    toolsFor: pooledSearchTools(set.corpus, preset.search),
     env: { maxTurns: 4, systemPrompt: preset.systemPrompt },
     oracle: createOraclePolicy({ style: preset.oracleStyle }),
   });

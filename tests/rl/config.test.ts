@@ -30,6 +30,8 @@ describe('train config', () => {
       [{ sft: { copyRows: 0.5 } }, '"sft.copyRows" must be an integer'],
       [{ sft: { inputNoise: 1 } }, '"sft.inputNoise" must be <= 0.95'],
       [{ sft: { inputNoise: -0.1 } }, '"sft.inputNoise" must be >= 0'],
+      [{ sft: { worlds: 4097 } }, '"sft.worlds" must be <= 4096'],
+      [{ sft: { traces: 10, worlds: 11 } }, 'more worlds than sft.traces (10)'],
       [{ task: { trainWorldSeeds: [3, 4, 3] } }, '"task.trainWorldSeeds" repeats a seed'],
       [{ reward: { answerWeight: -1 } }, '"reward.answerWeight" must be >= 0'],
       [{ reward: { formatWeight: 'one' } }, '"reward.formatWeight" must be a number'],

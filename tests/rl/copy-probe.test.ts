@@ -77,6 +77,24 @@ describe("the compact oracle's names", () => {
   });
 });
 
+describe('heldOutCopyTraces', () => {
+  it("takes split 'train' from the training world: other questions, other names, same oracle", async () => {
+    const ckpt = await loadCheckpoint(directorySource('public/models/qwen-tiny'), { requireTokenizer: true });
+    const tokenizer = QwenTokenizer.fromFiles(ckpt.tokenizerFiles);
+    const test = await heldOutCopyTraces(tokenizer, 6);
+    const train = await heldOutCopyTraces(tokenizer, 6, 'train');
+    expect(train.length).toBe(6);
+    const answer = (t: (typeof test)[number]) =>
+      t.messages.at(-1)!.content.match(/<answer>(.*)<\/answer>/s)![1];
+    const testAnswers = new Set(test.map(answer));
+    for (const t of train) {
+      expect(t.taskId.startsWith('train-'), t.taskId).toBe(true);
+      expect(testAnswers.has(answer(t)), answer(t)).toBe(false);
+    }
+    expect(test.every((t) => t.taskId.startsWith('test-'))).toBe(true);
+  });
+});
+
 describe('copyProbe', () => {
   let gpu: Gpu;
   let ckpt: Checkpoint;
