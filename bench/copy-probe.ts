@@ -10,7 +10,7 @@ import { directorySource } from '../src/agent/model/node-fs.ts';
 import { QwenGpuModel } from '../src/agent/model/qwen-gpu.ts';
 import { QwenTokenizer } from '../src/agent/tokenizer/qwen-tokenizer.ts';
 import { Gpu } from '../src/gpu/runtime.ts';
-import { copyProbe, heldOutCopyTraces } from '../src/rl/copy-probe.ts';
+import { copyProbe, copyProbeTraces } from '../src/rl/copy-probe.ts';
 
 function fail(message: string): never {
   console.error(
@@ -42,7 +42,7 @@ for (const dir of args.model.split(',')) {
     fail(`cannot load the model at ${dir}: ${e.message}`),
   );
   const tokenizer = QwenTokenizer.fromFiles(ckpt.tokenizerFiles);
-  const traces = await heldOutCopyTraces(tokenizer, n, split);
+  const traces = await copyProbeTraces(tokenizer, n, split);
   const model = new QwenGpuModel(gpu, ckpt.config, ckpt.tensors);
   const r = await copyProbe(model, tokenizer, traces);
   model.release();

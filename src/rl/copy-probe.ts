@@ -25,7 +25,7 @@ import { buildSftTraces, type SftTrace } from './sft.ts';
  * 'train', the same from the training world, whose names every warm start here saw in its SFT traces:
  * the gap between the two is what the model recalls rather than reads.
  */
-export async function heldOutCopyTraces(
+export async function copyProbeTraces(
   tokenizer: QwenTokenizer,
   n: number,
   split: 'test' | 'train' = 'test',

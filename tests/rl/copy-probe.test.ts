@@ -6,7 +6,7 @@ import { directorySource } from '../../src/agent/model/node-fs.ts';
 import { packBatch, QwenGpuModel } from '../../src/agent/model/qwen-gpu.ts';
 import { QwenTokenizer } from '../../src/agent/tokenizer/qwen-tokenizer.ts';
 import type { Gpu } from '../../src/gpu/runtime.ts';
-import { answerTokenRange, copyProbe, heldOutCopyTraces } from '../../src/rl/copy-probe.ts';
+import { answerTokenRange, copyProbe, copyProbeTraces } from '../../src/rl/copy-probe.ts';
 import { getTestGpu } from '../helpers/gpu.ts';
 
 describe('answerTokenRange', () => {
@@ -34,7 +34,7 @@ describe("the compact oracle's names", () => {
   it('are spelled with the token ids of their source (question or passage), queries and answers alike', async () => {
     const ckpt = await loadCheckpoint(directorySource('public/models/qwen-tiny'), { requireTokenizer: true });
     const tokenizer = QwenTokenizer.fromFiles(ckpt.tokenizerFiles);
-    const traces = await heldOutCopyTraces(tokenizer, 24);
+    const traces = await copyProbeTraces(tokenizer, 24);
     let names = 0;
     let copies = 0;
     let unspacedCopies = 0;
@@ -77,12 +77,12 @@ describe("the compact oracle's names", () => {
   });
 });
 
-describe('heldOutCopyTraces', () => {
+describe('copyProbeTraces', () => {
   it("takes split 'train' from the training world: other questions, other names, same oracle", async () => {
     const ckpt = await loadCheckpoint(directorySource('public/models/qwen-tiny'), { requireTokenizer: true });
     const tokenizer = QwenTokenizer.fromFiles(ckpt.tokenizerFiles);
-    const test = await heldOutCopyTraces(tokenizer, 6);
-    const train = await heldOutCopyTraces(tokenizer, 6, 'train');
+    const test = await copyProbeTraces(tokenizer, 6);
+    const train = await copyProbeTraces(tokenizer, 6, 'train');
     expect(train.length).toBe(6);
     const answer = (t: (typeof test)[number]) =>
       t.messages.at(-1)!.content.match(/<answer>(.*)<\/answer>/s)![1];
@@ -105,7 +105,7 @@ describe('copyProbe', () => {
 
   it('reads the softmax probability of each answer token at the position before it', async () => {
     const tokenizer = QwenTokenizer.fromFiles(ckpt.tokenizerFiles);
-    const traces = await heldOutCopyTraces(tokenizer, 2);
+    const traces = await copyProbeTraces(tokenizer, 2);
     expect(traces.length).toBe(2);
     const model = new QwenGpuModel(gpu, ckpt.config, ckpt.tensors);
     const probe = await copyProbe(model, tokenizer, traces);
