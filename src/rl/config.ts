@@ -87,6 +87,12 @@ export interface TrainConfig {
     /** Discount and GAE lambda (PPO, REINFORCE++). */
     gamma: number;
     lam: number;
+    /**
+     * DAPO's group filter without re-sampling (core-algos groupsWithScoreSpread): the update trains
+     * only the groups whose episode rewards differ; a step where none do makes no update. GRPO,
+     * Dr.GRPO and RLOO only, one mini-batch.
+     */
+    filterGroups: boolean;
   };
   rollout: {
     questionsPerStep: number;
@@ -229,7 +235,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     corpus: 'pooled',
     trainWorldSeeds: [],
   },
-  algorithm: { name: 'grpo', gamma: 1, lam: 1 },
+  algorithm: { name: 'grpo', gamma: 1, lam: 1, filterGroups: false },
   rollout: {
     questionsPerStep: 4,
     samplesPerQuestion: 4,
@@ -371,6 +377,7 @@ const CHECKS: Record<string, Check> = {
   'algorithm.name': oneOf(ALGORITHMS),
   'algorithm.gamma': num(0, 1),
   'algorithm.lam': num(0, 1),
+  'algorithm.filterGroups': bool,
   'rollout.questionsPerStep': int(1),
   'rollout.samplesPerQuestion': int(1),
   'rollout.maxTurns': int(1),
@@ -511,6 +518,19 @@ export function resolveConfig(raw: unknown): TrainConfig {
       'model.frozenWeights',
       `"${c.model.frozenWeights}" needs LoRA (model.lora.rank > 0): full fine-tuning trains every weight in f32`,
     );
+  }
+  if (c.algorithm.filterGroups) {
+    const filterable: AlgorithmName[] = ['grpo', 'drgrpo', 'rloo'];
+    if (!filterable.includes(c.algorithm.name))
+      throw new ConfigError(
+        'algorithm.filterGroups',
+        `works with ${filterable.join(', ')} (an equal-reward group's advantage is 0 there), not ${c.algorithm.name}`,
+      );
+    if (c.actor.miniBatches !== 1)
+      throw new ConfigError(
+        'algorithm.filterGroups',
+        `needs actor.miniBatches 1 (the kept rows vary from step to step), got ${c.actor.miniBatches}`,
+      );
   }
   const rows = c.rollout.questionsPerStep * c.rollout.samplesPerQuestion;
   if (rows % c.actor.miniBatches !== 0) {

@@ -308,6 +308,26 @@ export function computeGrpoOutcomeAdvantage(args: GrpoArgs): AdvantageResult {
   return { advantages, returns: advantages.slice() };
 }
 
+/**
+ * DAPO's dynamic-sampling filter (verl's DAPO recipe, `algorithm.filter_groups`), without its
+ * re-sampling: which rows to keep for the update, from each row's score (the sum of its token rewards,
+ * as GRPO sums them) and group id. A group whose scores are all equal (std 0) has GRPO, Dr.GRPO and RLOO
+ * advantage exactly 0 on every token: it would train only the KL and entropy terms and dilute the
+ * loss's token mean, so it is dropped. A group of one is kept, as in DAPO (its GRPO advantage is its
+ * score). Equality is exact, as DAPO's `std > 0`; a NaN score counts as a spread, so the group reaches
+ * the loss and the trainer's non-finite check skips the step.
+ */
+export function groupsWithScoreSpread(scores: Values, index: Values): boolean[] {
+  const B = scores.length;
+  checkIndex(index, B);
+  const keep = new Array<boolean>(B).fill(false);
+  for (const rows of groupRows(index, B)) {
+    const spread = rows.length === 1 || rows.some((b) => scores[b] !== scores[rows[0]]);
+    for (const b of rows) keep[b] = spread;
+  }
+  return keep;
+}
+
 export interface GroupArgs {
   tokenRewards: Values;
   mask: Values;

@@ -64,6 +64,7 @@ import type { Gpu } from '../gpu/runtime.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { buildTrainingBatch, sliceRows, type TrainableEpisode, type TrainingBatch } from './batch.ts';
 import type { TrainConfig } from './config.ts';
+import { groupsWithScoreSpread } from './core-algos.ts';
 import { ValueModel } from './critic.ts';
 import { describeMicroBatch, type MicroBatchChoice, pickMicroBatchRows } from './memory.ts';
 import { type RolloutEvent, runRollouts, type Trajectory } from './rollout.ts';
@@ -435,8 +436,22 @@ export class Trainer {
     this.lastTrajectories = trajectories;
     lap('rollout');
 
+    // DAPO's group filter (algorithm.filterGroups): only groups whose rewards differ are trained. When
+    // none do, the batch keeps every row for the metrics' forward and the step makes no update.
+    const pw = c.reward.processWeight;
+    let trained = trajectories;
+    let noUpdate = false;
+    if (c.algorithm.filterGroups) {
+      const keep = groupsWithScoreSpread(
+        trajectories.map((t) => episodeReward(t, pw)),
+        trajectories.map((t) => t.group),
+      );
+      trained = trajectories.filter((_, i) => keep[i]);
+      noUpdate = trained.length === 0;
+      if (noUpdate) trained = trajectories;
+    }
     const batch = buildTrainingBatch(
-      trajectories.map((t) => trajectoryEpisode(t, c.reward.processWeight)),
+      trained.map((t) => trajectoryEpisode(t, pw)),
       { lossMask: c.ablation.lossMask, advantageMask: c.ablation.advantageMask, processWeight: 1 },
     );
     hooks.onBatch?.(batch);
@@ -481,7 +496,7 @@ export class Trainer {
     // has ratio 1 exactly; with several updates (or when the in-reward KL needs all of them before the
     // first micro-batch's loss) a forward first: the update's forwards of mini-batch 2 onwards see
     // moved weights.
-    const ownOld = single && (!klInReward || ranges.length === 1);
+    const ownOld = single && (!klInReward || ranges.length === 1) && !noUpdate;
     const oldLogprob = gpu.empty([N], 'f32', 'batch.oldLogprob');
     const oldEntropy = gpu.empty([N], 'f32', 'batch.oldEntropy');
     const keepOld = (fwd: { head: { logprob: Tensor; entropy: Tensor } }, m0: number, rows: number) => {
@@ -518,7 +533,7 @@ export class Trainer {
     const actorStats: Float32Array[] = [];
     let gradNormValue = 0;
     let skipped = 0;
-    for (let epoch = 0; epoch < c.actor.ppoEpochs; epoch++) {
+    for (let epoch = 0; epoch < (noUpdate ? 0 : c.actor.ppoEpochs); epoch++) {
       for (let mb = 0; mb < c.actor.miniBatches; mb++) {
         // Micro-batches add up to the mini-batch: the loss of each is normalised by the mini-batch's
         // active tokens and rows (policy-loss.wgsl's globals), so the accumulated gradient is the same.
@@ -651,6 +666,9 @@ export class Trainer {
       valueStats,
       gradNorm: gradNormValue,
       skipped,
+      trainedGroups: c.algorithm.filterGroups
+        ? new Set(noUpdate ? [] : trained.map((t) => t.group)).size
+        : null,
     });
     lap('metrics');
     const totalTime = Object.values(times).reduce((a, b) => a + b, 0);
@@ -847,6 +865,8 @@ export class Trainer {
       valueStats: Float32Array | null;
       gradNorm: number;
       skipped: number;
+      /** Groups the update trained (algorithm.filterGroups), null without the filter. */
+      trainedGroups: number | null;
     },
   ): StepMetrics {
     const c = this.config;
@@ -859,7 +879,9 @@ export class Trainer {
     m['episode/turns'] = mean(trajectories.map((t) => t.turns));
     m['episode/tool_calls'] = mean(trajectories.map((t) => t.toolCalls));
     m['episode/truncated_turns'] = truncatedTurnShare(trajectories);
-    m['episode/response_length'] = mean(batch.policyTokens);
+    m['episode/response_length'] = mean(
+      trajectories.map((t) => t.sources.reduce((n, src) => n + (src === 'policy' ? 1 : 0), 0)),
+    );
     m['episode/length'] = mean(trajectories.map((t) => t.ids.length));
     for (const t of trajectories) {
       const key = `done/${t.doneReason}`;
@@ -900,15 +922,22 @@ export class Trainer {
         advSum += a.adv[i];
       }
     m['actor/advantage_mean'] = advN > 0 ? advSum / advN : 0;
-    const s0 = a.actorStats[0];
-    const last = a.actorStats[a.actorStats.length - 1];
-    m['actor/pg_loss'] = s0[POLICY_STAT.pgLoss];
-    m['actor/loss'] = s0[POLICY_STAT.loss];
-    m['actor/pg_clipfrac'] = mean(a.actorStats.map((s) => s[POLICY_STAT.clipfrac]));
-    m['actor/pg_clipfrac_lower'] = mean(a.actorStats.map((s) => s[POLICY_STAT.clipfracLower]));
-    m['actor/ppo_kl'] = last[POLICY_STAT.ppoKl];
-    m['actor/grad_norm'] = a.gradNorm;
+    // No actor statistics when the group filter left nothing to train (no loss was computed).
+    if (a.actorStats.length > 0) {
+      const s0 = a.actorStats[0];
+      const last = a.actorStats[a.actorStats.length - 1];
+      m['actor/pg_loss'] = s0[POLICY_STAT.pgLoss];
+      m['actor/loss'] = s0[POLICY_STAT.loss];
+      m['actor/pg_clipfrac'] = mean(a.actorStats.map((s) => s[POLICY_STAT.clipfrac]));
+      m['actor/pg_clipfrac_lower'] = mean(a.actorStats.map((s) => s[POLICY_STAT.clipfracLower]));
+      m['actor/ppo_kl'] = last[POLICY_STAT.ppoKl];
+      m['actor/grad_norm'] = a.gradNorm;
+    }
     m['actor/lr'] = this.lrAt(step, c.actor.lr);
+    if (a.trainedGroups !== null) {
+      m['train/trained_groups'] = a.trainedGroups / new Set(trajectories.map((t) => t.group)).size;
+      m['train/trained_rows'] = a.trainedGroups === 0 ? 0 : batch.B / trajectories.length;
+    }
     if (a.valueStats) {
       m['critic/vf_loss'] = a.valueStats[VALUE_STAT.loss];
       m['critic/vf_clipfrac'] = a.valueStats[VALUE_STAT.clipfrac];

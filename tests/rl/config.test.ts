@@ -37,6 +37,12 @@ describe('train config', () => {
       [{ reward: { formatWeight: 'one' } }, '"reward.formatWeight" must be a number'],
       [{ task: { trainWorldSeeds: [1.5] } }, '"task.trainWorldSeeds[0]" must be an integer'],
       [{ task: { trainSize: 2, trainWorldSeeds: [1, 2, 3] } }, 'has 3 worlds for task.trainSize 2'],
+      [
+        { algorithm: { name: 'reinforce++', filterGroups: true } },
+        '"algorithm.filterGroups" works with grpo, drgrpo, rloo',
+      ],
+      [{ algorithm: { filterGroups: true }, actor: { miniBatches: 2 } }, 'needs actor.miniBatches 1'],
+      [{ algorithm: { filterGroups: 1 } }, '"algorithm.filterGroups" must be'],
       [[], 'must be a JSON object'],
     ];
     for (const [raw, message] of bad) {

@@ -20,6 +20,7 @@ import {
   computeReinforcePlusPlusOutcomeAdvantage,
   computeRlooOutcomeAdvantage,
   computeValueLoss,
+  groupsWithScoreSpread,
   KL_KINDS,
   klPenalty,
   LOSS_AGG_MODES,
@@ -325,6 +326,32 @@ describe('GRPO / RLOO / REINFORCE++', () => {
     expectAllClose(out.returns, [g0, g1, 0, 0, g4, 0], 1e-15);
     expectAllClose(out.advantages, maskedWhiten([g0, g1, 0, 0, g4, 0], mask1), 1e-15);
     expect(maskedMean(out.advantages, mask1)).toBeCloseTo(0, 6);
+  });
+
+  it('group filter (DAPO): drops exactly the groups whose scores are all equal; keeps groups of one', () => {
+    // groups: 7 → [1, 1] equal, 3 → [0, 1] spread, 5 → [2] alone, 9 → [−1, −1, −1] equal, 4 → [0, NaN]
+    const scores = [1, 0, 1, 2, 1, -1, -1, -1, 0, Number.NaN];
+    const index = [7, 3, 7, 5, 3, 9, 9, 9, 4, 4];
+    expect(groupsWithScoreSpread(scores, index)).toEqual([
+      false,
+      true,
+      false,
+      true,
+      true,
+      false,
+      false,
+      false,
+      true,
+      true,
+    ]);
+    // A kept group's GRPO advantages are the unfiltered batch's; a dropped group's were all 0.
+    const mask = new Array(scores.length).fill(1);
+    const finite = scores.map((x) => (Number.isNaN(x) ? 0 : x));
+    const all = computeGrpoOutcomeAdvantage({ tokenRewards: finite, mask, index, B: 10, T: 1 }).advantages;
+    groupsWithScoreSpread(finite, index).forEach((keep, b) => {
+      if (!keep) expect(all[b]).toBe(0);
+    });
+    expect(() => groupsWithScoreSpread([1, 2], [0])).toThrow(/index has length 1, expected 2/);
   });
 
   it('rejects bad group ids and shapes', () => {

@@ -11,7 +11,9 @@ import { renderQwen3Chat } from '../../src/env/chat-format.ts';
 import { createOraclePolicy } from '../../src/env/policies/oracle.ts';
 import { createRng, hash32 } from '../../src/env/rng.ts';
 import type { Gpu } from '../../src/gpu/runtime.ts';
+import type { TrainingBatch } from '../../src/rl/batch.ts';
 import { type AlgorithmName, parseConfigText, type TrainConfig } from '../../src/rl/config.ts';
+import { groupsWithScoreSpread } from '../../src/rl/core-algos.ts';
 import { runTraining } from '../../src/rl/run.ts';
 import {
   buildSftTraces,
@@ -23,7 +25,7 @@ import {
   traceTokenPool,
 } from '../../src/rl/sft.ts';
 import { memoryStorage, readText } from '../../src/rl/storage.ts';
-import { type StepMetrics, Trainer, trainingMemoryPlan } from '../../src/rl/trainer.ts';
+import { episodeReward, type StepMetrics, Trainer, trainingMemoryPlan } from '../../src/rl/trainer.ts';
 import { getTestGpu } from '../helpers/gpu.ts';
 import { loadSavedCheckpoint, logitGap } from '../helpers/saved-checkpoint.ts';
 
@@ -160,6 +162,64 @@ describe('trainer', () => {
     for (const [k, v] of Object.entries(m))
       if (typeof v === 'number') expect(Number.isFinite(v), k).toBe(true);
     expect(m['actor/ppo_kl']).toBe(0);
+  });
+
+  it('algorithm.filterGroups: the update trains exactly the groups whose rewards differ', async () => {
+    const t = await make(
+      microConfig((c) => {
+        c.algorithm.filterGroups = true;
+        c.rollout.questionsPerStep = 4;
+        c.reward.processWeight = 1; // search rewards: the micro turns are too short to answer
+      }),
+    );
+    let seen: TrainingBatch | null = null;
+    const m = await t.trainStep({ onBatch: (b) => (seen = b) });
+    const trajectories = t.lastTrajectories;
+    const keep = groupsWithScoreSpread(
+      trajectories.map((tr) => episodeReward(tr, t.config.reward.processWeight)),
+      trajectories.map((tr) => tr.group),
+    );
+    const kept = trajectories.filter((_, i) => keep[i]);
+    // This seed's step has groups of both kinds, so the selection is a real one.
+    expect(kept.length).toBeGreaterThan(0);
+    expect(kept.length).toBeLessThan(trajectories.length);
+    const batch = seen as unknown as TrainingBatch;
+    expect(batch.B).toBe(kept.length);
+    expect([...batch.index]).toEqual(kept.map((tr) => tr.group));
+    kept.forEach((tr, b) => {
+      expect([...batch.tokens.ids.slice(b * batch.T, b * batch.T + tr.ids.length)]).toEqual(tr.ids);
+    });
+    expect(m['train/trained_groups']).toBe(new Set(kept.map((tr) => tr.group)).size / 4);
+    expect(m['train/trained_rows']).toBe(kept.length / trajectories.length);
+    expect(m['actor/pg_loss']).toBeTypeOf('number');
+    // Metrics of the rollout still cover every episode.
+    expect(m['reward/mean']).toBeCloseTo(
+      trajectories.reduce((s, tr) => s + episodeReward(tr, t.config.reward.processWeight), 0) /
+        trajectories.length,
+      12,
+    );
+  });
+
+  it('algorithm.filterGroups: a step where every group’s rewards are equal makes no update', async () => {
+    // Format and answer weights 0: every episode's reward is −1, so no group has a spread.
+    const t = await make(
+      microConfig((c) => {
+        c.algorithm.filterGroups = true;
+        c.reward.formatWeight = 0;
+        c.reward.answerWeight = 0;
+        c.reward.processWeight = 0;
+      }),
+    );
+    const before = await t.policy.exportWeights();
+    const m = await t.trainStep();
+    expect(m['train/trained_groups']).toBe(0);
+    expect(m['train/trained_rows']).toBe(0);
+    expect(m['actor/pg_loss']).toBeUndefined();
+    expect(m['actor/kl_ref_k3']).toBe(0);
+    expect(Math.abs(m['rollout/mismatch_kl_k3'] as number)).toBeLessThan(1e-6);
+    const after = await t.policy.exportWeights();
+    for (const [name, w] of before) expect(after.get(name)!.data, name).toEqual(w.data);
+    for (const [name, e] of Object.entries((await t.actorOpt.state()).params)) expect(e.step, name).toBe(0);
   });
 
   it('skips a step whose loss is NaN: weights and optimizer state untouched, the skip counted', async () => {
