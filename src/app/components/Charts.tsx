@@ -47,6 +47,12 @@ export const CHARTS: ChartSpec[] = [
   { key: 'actor/entropy', title: 'entropy', help: 'per-token entropy of the policy' },
   { key: 'actor/pg_clipfrac', title: 'clip fraction', help: 'tokens whose ratio was clipped' },
   { key: 'actor/pg_loss', title: 'policy loss', help: 'the clipped surrogate loss' },
+  {
+    key: 'train/trained_groups',
+    title: 'groups trained',
+    help: 'share of the step’s groups whose rewards differ (the group filter trains only those)',
+    optional: true,
+  },
   { key: 'critic/vf_loss', title: 'critic loss', help: 'value loss of PPO’s critic', optional: true },
   {
     key: 'sft/loss',

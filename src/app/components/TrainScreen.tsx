@@ -8,7 +8,7 @@ import { LOSS_AGG_MODES } from '../../rl/core-algos.ts';
 import type { RunSummary } from '../../worker/protocol.ts';
 import { useLab } from '../store.ts';
 import { CHARTS, MetricChart, RUN_COLOURS } from './Charts.tsx';
-import { NumberField, SelectField } from './ConfigFields.tsx';
+import { CheckField, NumberField, SelectField } from './ConfigFields.tsx';
 import { OnnxExport } from './OnnxExport.tsx';
 import { TrajectoryList } from './TrajectoryList.tsx';
 
@@ -79,6 +79,12 @@ export function TrainScreen() {
             label="algorithm"
             disabled={busy || active}
             options={ALGORITHMS.map((a) => ({ value: a, label: ALGORITHM_LABELS[a] ?? a }))}
+          />
+          <CheckField
+            path="algorithm.filterGroups"
+            label="train only groups whose rewards differ"
+            disabled={busy || active}
+            hint="DAPO's group filter (GRPO, Dr.GRPO, RLOO): a group with equal rewards has zero advantage; dropping it saves its update passes"
           />
           <NumberField
             path="train.steps"
