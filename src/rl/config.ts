@@ -526,6 +526,11 @@ export function resolveConfig(raw: unknown): TrainConfig {
         'algorithm.filterGroups',
         `works with ${filterable.join(', ')} (an equal-reward group's advantage is 0 there), not ${c.algorithm.name}`,
       );
+    if (c.reward.klInRewardCoef > 0)
+      throw new ConfigError(
+        'algorithm.filterGroups',
+        `filters on the episodes' rewards before the KL to the reference is known: not with reward.klInRewardCoef > 0 (got ${c.reward.klInRewardCoef})`,
+      );
     if (c.actor.miniBatches !== 1)
       throw new ConfigError(
         'algorithm.filterGroups',

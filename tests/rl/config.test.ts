@@ -43,6 +43,10 @@ describe('train config', () => {
       ],
       [{ algorithm: { filterGroups: true }, actor: { miniBatches: 2 } }, 'needs actor.miniBatches 1'],
       [{ algorithm: { filterGroups: 1 } }, '"algorithm.filterGroups" must be'],
+      [
+        { algorithm: { filterGroups: true }, reward: { klInRewardCoef: 0.1 } },
+        'not with reward.klInRewardCoef > 0',
+      ],
       [[], 'must be a JSON object'],
     ];
     for (const [raw, message] of bad) {
