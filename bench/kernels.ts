@@ -13,6 +13,10 @@ import { hfLayerParams, initTf, timeDecoderLayerTf } from '../tests/reference/tf
 import { median, QWEN25_05B, randomWeights, shapeConfig, TINY } from './random-model.ts';
 
 const quick = process.env.BENCH_QUICK === '1';
+// The Qwen2.5-0.5B-shaped layer's tokens (B = 1) and the attention lengths: sized for a CPU adapter by
+// default; a real GPU takes longer sequences (scripts/device/run.sh).
+const layerT = Number(process.env.BENCH_LAYER_T ?? 128);
+const attnT = (process.env.BENCH_T ?? '128,512,1024').split(',').map(Number);
 const gpu = await Gpu.create();
 const { tf, backend } = await initTf();
 const adapter = `${gpu.report.kind} — ${gpu.report.description || gpu.report.device}`;
@@ -141,7 +145,7 @@ console.log('|---|---|---|---|');
 const layerRows = [await layerBench(TINY, 4, 64)];
 console.log(layerRows[0]);
 if (!quick) {
-  layerRows.push(await layerBench(QWEN25_05B, 1, 128));
+  layerRows.push(await layerBench(QWEN25_05B, 1, layerT));
   console.log(layerRows[1]);
 }
 
@@ -149,7 +153,7 @@ if (!quick) {
 console.log('\n| attention (nH 14, nKv 2, hd 64, B 1) | forward | forward+backward |');
 console.log('|---|---|---|');
 const attnRows: string[] = [];
-for (const T of quick ? [128] : [128, 512, 1024]) {
+for (const T of quick ? [128] : attnT) {
   const nH = 14;
   const nKv = 2;
   const hd = 64;

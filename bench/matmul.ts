@@ -1,11 +1,17 @@
 // npm run bench:matmul — fp32 matmul GFLOP/s of our kernels vs tf.matMul (tfjs-backend-webgpu) on
 // the same adapter in the same run, and the cost of Dawn's busy-wait with and without the runtime's
 // sleep-before-wait. Speed is only compared as ratios within one run on one adapter.
-import { type MatmulVariant, matmul } from '../src/gpu/kernels/matmul.ts';
+// Env: BENCH_SIZES="256,512,1024"; BENCH_MIN_MS (default 0): repeat each product back to back until
+// one timed run takes at least this long, so that on a fast GPU a run times the kernels rather than
+// one submit-and-wait round trip (a 1024³ product takes ~0.1 ms on an H100). Every variant's result
+// is checked against tf.matMul's (max relative error over a sample of entries).
+import { defaultMatmulVariant, type MatmulVariant, matmul } from '../src/gpu/kernels/matmul.ts';
 import { Gpu } from '../src/gpu/runtime.ts';
 import { tfjsOnSameAdapter } from './tfjs-node.ts';
 
 const sizes = (process.env.BENCH_SIZES ?? '256,512,1024').split(',').map(Number);
+const minMs = Number(process.env.BENCH_MIN_MS ?? 0);
+const VARIANTS: MatmulVariant[] = ['regblock', 'tiled', 'tiled128'];
 const gpu = await Gpu.create();
 const tf = await tfjsOnSameAdapter(gpu);
 console.log(`adapter: ${gpu.report.kind} — ${gpu.report.description || gpu.report.device}`);
@@ -17,7 +23,117 @@ function rand(n: number): Float32Array {
   return a;
 }
 
-/** Median wall time of `reps` timed runs of `iters` back-to-back ops after one warm-up run. */
+/**
+ * GFLOP/s of `run(iters)` (iters products back to back, then a wait): one warm-up, then `iters`
+ * grows until a run takes minMs, then the median of `reps` timed runs.
+ */
+async function gflops(
+  run: (iters: number) => Promise<void>,
+  flopsPerIter: number,
+  iters0: number,
+  reps: number,
+) {
+  let iters = iters0;
+  let t0 = performance.now();
+  await run(iters); // warm-up: pipeline compiled, buffers pooled
+  let ms = performance.now() - t0;
+  while (ms < minMs) {
+    iters = Math.min(iters * Math.max(2, Math.ceil(minMs / Math.max(ms, 0.01))), 100_000);
+    t0 = performance.now();
+    await run(iters);
+    ms = performance.now() - t0;
+    if (iters === 100_000) break;
+  }
+  const times: number[] = [];
+  for (let r = 0; r < reps; r++) {
+    t0 = performance.now();
+    await run(iters);
+    times.push(performance.now() - t0);
+  }
+  times.sort((x, y) => x - y);
+  const median = times[Math.floor(times.length / 2)];
+  return { gflops: (flopsPerIter * iters) / median / 1e6, iters };
+}
+
+/** Max |x - ref| / max |ref| over every `stride`-th entry. */
+function sampledRelError(x: Float32Array, ref: Float32Array): number {
+  const stride = Math.max(1, Math.floor(ref.length / 100_000));
+  let err = 0;
+  let scale = 0;
+  for (let i = 0; i < ref.length; i += stride) {
+    err = Math.max(err, Math.abs(x[i] - ref[i]));
+    scale = Math.max(scale, Math.abs(ref[i]));
+  }
+  return err / scale;
+}
+
+const rows: string[] = [];
+for (const n of sizes) {
+  const iters0 = n <= 256 ? 8 : n <= 512 ? 3 : 1;
+  const reps = n <= 512 ? 5 : 3;
+  const flops = 2 * n * n * n;
+  const a = rand(n * n);
+  const b = rand(n * n);
+  const xa = tf.tensor2d(a, [n, n]);
+  const xb = tf.tensor2d(b, [n, n]);
+  const refT = tf.matMul(xa, xb);
+  const ref = (await refT.data()) as Float32Array;
+  refT.dispose();
+  const tfjs = await gflops(
+    async (iters) => {
+      let y: import('@tensorflow/tfjs').Tensor | null = null;
+      for (let i = 0; i < iters; i++) {
+        y?.dispose();
+        y = tf.matMul(xa, xb);
+      }
+      await y!.data();
+      y!.dispose();
+    },
+    flops,
+    iters0,
+    reps,
+  );
+  xa.dispose();
+  xb.dispose();
+  const ta = gpu.upload(a, [n, n]);
+  const tb = gpu.upload(b, [n, n]);
+  const out = gpu.empty([n, n]);
+  const ours: Record<string, number> = {};
+  const errors: string[] = [];
+  for (const variant of VARIANTS) {
+    const r = await gflops(
+      async (iters) => {
+        for (let i = 0; i < iters; i++) matmul(gpu, ta, tb, { out, variant });
+        await gpu.sync();
+      },
+      flops,
+      iters0,
+      reps,
+    );
+    ours[variant] = r.gflops;
+    const err = sampledRelError(await gpu.readF32(out), ref);
+    errors.push(`${variant} ${err.toExponential(1)}`);
+    if (!(err < 1e-4)) console.log(`WARNING: ${variant} at ${n}³ differs from tf.matMul: rel err ${err}`);
+    console.log(`${n}³ ${variant}: ${r.gflops.toFixed(1)} GFLOP/s (${r.iters} per timed run)`);
+  }
+  console.log(
+    `${n}³ tf.matMul: ${tfjs.gflops.toFixed(1)} GFLOP/s (${tfjs.iters} per timed run); rel err vs tfjs: ${errors.join(', ')}`,
+  );
+  ta.release();
+  tb.release();
+  out.release();
+  const chosen = defaultMatmulVariant(gpu, n, n);
+  rows.push(
+    `| ${n}³ | ${VARIANTS.map((v) => ours[v].toFixed(2)).join(' | ')} | ${tfjs.gflops.toFixed(2)} | ${chosen} | ${(ours[chosen] / tfjs.gflops).toFixed(2)}× |`,
+  );
+}
+console.log(
+  `\n| size | ${VARIANTS.map((v) => `ours ${v} GFLOP/s`).join(' | ')} | tf.matMul GFLOP/s | runtime's choice | choice / tfjs |`,
+);
+console.log(`|---|${VARIANTS.map(() => '---|').join('')}---|---|---|`);
+for (const r of rows) console.log(r);
+
+/** Median wall time of `reps` runs after one warm-up. */
 async function timeIt(run: () => Promise<void>, reps: number): Promise<number> {
   await run();
   const times: number[] = [];
@@ -29,50 +145,6 @@ async function timeIt(run: () => Promise<void>, reps: number): Promise<number> {
   times.sort((x, y) => x - y);
   return times[Math.floor(times.length / 2)];
 }
-
-const rows: string[] = [];
-for (const n of sizes) {
-  const iters = n <= 256 ? 8 : n <= 512 ? 3 : 1;
-  const reps = n <= 512 ? 5 : 3;
-  const flops = 2 * n * n * n * iters;
-  const a = rand(n * n);
-  const b = rand(n * n);
-  const ta = gpu.upload(a, [n, n]);
-  const tb = gpu.upload(b, [n, n]);
-  const out = gpu.empty([n, n]);
-  const ours: Record<string, number> = {};
-  for (const variant of ['regblock', 'tiled'] as MatmulVariant[]) {
-    const ms = await timeIt(async () => {
-      for (let i = 0; i < iters; i++) matmul(gpu, ta, tb, { out, variant });
-      await gpu.sync();
-    }, reps);
-    ours[variant] = flops / ms / 1e6;
-  }
-  const xa = tf.tensor2d(a, [n, n]);
-  const xb = tf.tensor2d(b, [n, n]);
-  const tfMs = await timeIt(async () => {
-    let y: import('@tensorflow/tfjs').Tensor | null = null;
-    for (let i = 0; i < iters; i++) {
-      y?.dispose();
-      y = tf.matMul(xa, xb);
-    }
-    await y!.data();
-    y!.dispose();
-  }, reps);
-  const tfG = flops / tfMs / 1e6;
-  xa.dispose();
-  xb.dispose();
-  ta.release();
-  tb.release();
-  out.release();
-  const best = Math.max(ours.regblock, ours.tiled);
-  rows.push(
-    `| ${n}³ | ${ours.regblock.toFixed(2)} | ${ours.tiled.toFixed(2)} | ${tfG.toFixed(2)} | ${(best / tfG).toFixed(2)}× |`,
-  );
-}
-console.log('\n| size | ours regblock GFLOP/s | ours tiled GFLOP/s | tf.matMul GFLOP/s | best ours / tfjs |');
-console.log('|---|---|---|---|---|');
-for (const r of rows) console.log(r);
 
 // Dawn in Node busy-spins the JS thread while mapAsync is pending; on a 2-core machine that spin
 // competes with the CPU adapter's own threads. Compare many small step+readback rounds.

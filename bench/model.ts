@@ -3,7 +3,8 @@
 //  - decode tokens/s with the KV cache at batch 1, 8, 32,
 //  - KV-cache speed-up at 256 tokens: one decode step vs recomputing the 256-token prefix,
 //  - peak GPU memory (live tensors from the runtime's pool) of each,
-// for the bundled tiny config and a Qwen2.5-0.5B-shaped random model (BENCH_05B=0 skips it).
+// for the bundled tiny config and a Qwen2.5-0.5B-shaped random model (BENCH_05B=0 skips it;
+// BENCH_05B_TRAIN="B,T" and BENCH_05B_DECODE_STEPS size it).
 import { packBatch, QwenGpuModel } from '../src/agent/model/qwen-gpu.ts';
 import { formatBytes } from '../src/gpu/errors.ts';
 import { AdamW } from '../src/gpu/kernels/optimizer.ts';
@@ -119,7 +120,10 @@ async function bench(
 
 await bench(TINY, { trainB: 4, trainT: 64, decodeBatches: [1, 8, 32], decodeSteps: 16, reps: 3 });
 if (process.env.BENCH_05B !== '0') {
-  await bench(QWEN25_05B, { trainB: 1, trainT: 32, decodeBatches: [1, 8, 32], decodeSteps: 3, reps: 1 });
+  // Sized for a CPU adapter; BENCH_05B_TRAIN="B,T" and BENCH_05B_DECODE_STEPS size it for a real GPU.
+  const [trainB, trainT] = (process.env.BENCH_05B_TRAIN ?? '1,32').split(',').map(Number);
+  const decodeSteps = Number(process.env.BENCH_05B_DECODE_STEPS ?? 3);
+  await bench(QWEN25_05B, { trainB, trainT, decodeBatches: [1, 8, 32], decodeSteps, reps: 1 });
 }
 console.log('\n| model | measurement | speed | peak GPU memory |\n|---|---|---|---|');
 for (const r of rows) console.log(r);

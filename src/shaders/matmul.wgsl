@@ -12,6 +12,11 @@
 //    barriers and workgroup memory are expensive.
 //  - matmul_tiled: 64x64 tiles of C per workgroup, 16-deep K slices staged in workgroup memory,
 //    each invocation owns a 4x4 block. The usual shape for real GPUs.
+//  - matmul_tiled128: 128x128 tiles, 8-deep K slices staged as vec4 in workgroup memory, each
+//    invocation owns an 8x8 block (two 4-row by two 4-column groups, 64 apart, so a row of C is
+//    written by 16 neighbouring invocations). 64 FMAs per 4 vec4 workgroup loads, against 16 per 8
+//    scalar loads in matmul_tiled: for large products on real GPUs, where tiled is bound by
+//    workgroup-memory loads. Needs enough 128x128 tiles to fill the GPU (the wrapper decides).
 //  - matmul_skinny: M <= 4 (a decode step's LM head and projections): one invocation per output
 //    column owns all ROWS rows, so no work goes to clamped duplicate rows (regblock at M = 1 did 4x
 //    the FMAs and loads).
@@ -150,6 +155,76 @@ fn matmul_tiled(
   for (var i = 0u; i < 4u; i++) {
     for (var j = 0u; j < 4u; j++) {
       store(baseC, m0 + i, n0 + j, acc[i][j]);
+    }
+  }
+}
+
+const BM2 = 128u;
+const BK2 = 8u;
+var<workgroup> tileA2: array<vec4<f32>, 256>; // [BK2][BM2 / 4]
+var<workgroup> tileB2: array<vec4<f32>, 256>; // [BK2][BN2 / 4]
+
+@compute @workgroup_size(16, 16, 1)
+fn matmul_tiled128(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(local_invocation_id) lid: vec3<u32>,
+  @builtin(local_invocation_index) li: u32,
+) {
+  let b = wid.z;
+  let baseA = b * p.strideA;
+  let baseB = b * p.strideB;
+  let rowTile = wid.y * BM2;
+  let colTile = wid.x * BM2;
+  let mLast = p.M - 1u;
+  let nLast = p.N - 1u;
+  // acc[2 * r + g]: row r of the invocation's 8 (r < 4: lid.y * 4 + r; else 64 + lid.y * 4 + r - 4),
+  // columns lid.x * 4 .. + 3 (g = 0) or 64 + lid.x * 4 .. + 3 (g = 1).
+  var acc: array<vec4<f32>, 16>;
+  for (var i = 0u; i < 16u; i++) { acc[i] = vec4<f32>(0.0); }
+  for (var k0 = 0u; k0 < p.K; k0 += BK2) {
+    // 256 invocations stage 1024 values of each tile, 4 each; neighbouring invocations read
+    // neighbouring addresses in either layout. Out-of-range K reads as 0.
+    for (var s = 0u; s < 4u; s++) {
+      let e = li + s * 256u;
+      var kk: u32;
+      var mm: u32;
+      if (TRANS_A) { kk = e / BM2; mm = e % BM2; } else { kk = e % BK2; mm = e / BK2; }
+      var av = 0.0;
+      if (k0 + kk < p.K) { av = A[a_index(baseA, min(rowTile + mm, mLast), k0 + kk)]; }
+      tileA2[kk * 32u + mm / 4u][mm % 4u] = av;
+      var nn: u32;
+      if (TRANS_B) { kk = e % BK2; nn = e / BK2; } else { kk = e / BM2; nn = e % BM2; }
+      var bv = 0.0;
+      if (k0 + kk < p.K) { bv = load_b(b_index(baseB, k0 + kk, min(colTile + nn, nLast))); }
+      tileB2[kk * 32u + nn / 4u][nn % 4u] = bv;
+    }
+    workgroupBarrier();
+    for (var kk = 0u; kk < BK2; kk++) {
+      let a0 = tileA2[kk * 32u + lid.y];
+      let a1 = tileA2[kk * 32u + 16u + lid.y];
+      let b0 = tileB2[kk * 32u + lid.x];
+      let b1 = tileB2[kk * 32u + 16u + lid.x];
+      acc[0] += a0.x * b0; acc[1] += a0.x * b1;
+      acc[2] += a0.y * b0; acc[3] += a0.y * b1;
+      acc[4] += a0.z * b0; acc[5] += a0.z * b1;
+      acc[6] += a0.w * b0; acc[7] += a0.w * b1;
+      acc[8] += a1.x * b0; acc[9] += a1.x * b1;
+      acc[10] += a1.y * b0; acc[11] += a1.y * b1;
+      acc[12] += a1.z * b0; acc[13] += a1.z * b1;
+      acc[14] += a1.w * b0; acc[15] += a1.w * b1;
+    }
+    workgroupBarrier();
+  }
+  let baseC = b * p.strideC;
+  for (var r = 0u; r < 8u; r++) {
+    let m = rowTile + (r / 4u) * 64u + lid.y * 4u + r % 4u;
+    for (var g = 0u; g < 2u; g++) {
+      let n0 = colTile + g * 64u + lid.x * 4u;
+      let v = acc[2u * r + g];
+      store(baseC, m, n0, v.x);
+      store(baseC, m, n0 + 1u, v.y);
+      store(baseC, m, n0 + 2u, v.z);
+      store(baseC, m, n0 + 3u, v.w);
     }
   }
 }

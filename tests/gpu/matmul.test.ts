@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { type MatmulVariant, matmul } from '../../src/gpu/kernels/matmul.ts';
+import {
+  defaultMatmulVariant,
+  type MatmulVariant,
+  MIN_TILES128,
+  matmul,
+} from '../../src/gpu/kernels/matmul.ts';
 import { matmulRef, maxRelativeError } from '../../src/gpu/reference/matmul.ts';
+import type { Gpu } from '../../src/gpu/runtime.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import { getTestGpu, randomArray } from '../helpers/gpu.ts';
 
@@ -17,6 +23,7 @@ const SHAPES: Array<[number, number, number]> = [
   [3, 100, 250],
   [128, 96, 80],
   [256, 512, 128],
+  [200, 300, 45],
 ];
 const VARIANTS: Array<[boolean, boolean]> = [
   [false, false],
@@ -24,7 +31,7 @@ const VARIANTS: Array<[boolean, boolean]> = [
   [true, false],
 ];
 
-describe.each<MatmulVariant>(['regblock', 'tiled', 'skinny'])('matmul (%s)', (variant) => {
+describe.each<MatmulVariant>(['regblock', 'tiled', 'tiled128', 'skinny'])('matmul (%s)', (variant) => {
   for (const [transA, transB] of VARIANTS) {
     const label = `${transA ? 'Aᵀ' : 'A'}·${transB ? 'Bᵀ' : 'B'}`;
     it(`${label} matches the CPU reference on ${SHAPES.length} shapes (rel err <= 1e-4)`, async () => {
@@ -49,6 +56,19 @@ describe.each<MatmulVariant>(['regblock', 'tiled', 'skinny'])('matmul (%s)', (va
       for (const t of outs) t.release();
     });
   }
+});
+
+describe('matmul variant choice', () => {
+  const on = (kind: string) => ({ report: { kind } }) as unknown as Gpu;
+  it('skinny for M <= 4, regblock on CPU adapters, tiled128 on a GPU only with enough 128x128 tiles', () => {
+    expect(defaultMatmulVariant(on('gpu'), 4, 4096)).toBe('skinny');
+    expect(defaultMatmulVariant(on('lavapipe'), 4096, 4096)).toBe('regblock');
+    expect(defaultMatmulVariant(on('swiftshader'), 64, 64)).toBe('regblock');
+    expect(defaultMatmulVariant(on('gpu'), 128 * MIN_TILES128, 128)).toBe('tiled128');
+    expect(defaultMatmulVariant(on('gpu'), 128 * MIN_TILES128 - 128, 128)).toBe('tiled');
+    expect(defaultMatmulVariant(on('gpu'), 128, 128, MIN_TILES128)).toBe('tiled128');
+    expect(defaultMatmulVariant(on('gpu'), 256, 896)).toBe('tiled');
+  });
 });
 
 describe('matmul semantics', () => {

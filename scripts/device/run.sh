@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Runs on the device machine (the GPU), from the repository root, over what scripts/device/bundle.sh
+# put in .device/: unpacks Node, Dawn and the Vulkan loader, then runs the named parts in order, each
+# under a timeout that also respects a deadline for the whole script, so a slow part cannot eat the
+# call. Logs go to $OUT (at most 8 files come back): env.log, matmul.log, tests.log, kernels.log,
+# model.log, grpo.log, grpo-metrics.jsonl. Parts (default: all, in this order):
+#   env      nvidia-smi, what Dawn sees (scripts/device/probe.ts), PyTorch's fp32 matmul and copy
+#   matmul   bench/matmul.ts at 1024³–8192³, ours (every variant) vs tf.matMul on the same device
+#   tests    tests/gpu through the vitest shim (every kernel variant the runtime can pick there)
+#   kernels  bench/kernels.ts (0.5B-shaped decoder layer vs the tfjs twin), bench/attention.ts
+#   model    bench/model.ts (train step, decode at batch 1/8/32), bench/lora-step.ts (GRPO updates)
+#   grpo     two GRPO steps of the bundled qwen-tiny through the trainer CLI, seconds per phase
+# Env: DEADLINE_S (default 540): seconds after which no part starts and running ones are cut.
+#   bash scripts/device/run.sh [part ...]
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/device-out}
+mkdir -p "$OUT"
+start=$(date +%s)
+deadline=$((start + ${DEADLINE_S:-540}))
+parts=("$@")
+[[ ${#parts[@]} -gt 0 ]] || parts=(env matmul tests kernels model grpo)
+
+# --- unpack (seconds) ---
+if ! ldconfig -p | grep -q libvulkan.so.1; then
+  for f in .device/debs/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+fi
+bin=/tmp/device-bin
+mkdir -p "$bin"
+[[ -x $bin/node ]] || { xz -dc .device/node.xz >"$bin/node" && chmod +x "$bin/node"; }
+dawn=.device/js/node_modules/webgpu/dist/linux-x64
+[[ -f $dawn/dawn.node ]] || xz -dc "$dawn/dawn.node.xz" >"$dawn/dawn.node"
+export PATH=$bin:$PATH
+# NVIDIA's Vulkan ICD lives outside the loader's default folders on these machines.
+nv_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if [[ -f $nv_icd ]] && ! ls /usr/share/vulkan/icd.d/nvidia* /etc/vulkan/icd.d/nvidia* >/dev/null 2>&1; then
+  export VK_DRIVER_FILES=$nv_icd
+fi
+export AGENT_R1_ADAPTER=${AGENT_R1_ADAPTER:-gpu} # a local dry run may set lavapipe
+js=.device/js
+
+# run_part NAME LOG SECONDS command...: runs under min(SECONDS, time to the deadline), logs, reports.
+run_part() {
+  local name=$1 log=$2 secs=$3
+  shift 3
+  local left=$((deadline - $(date +%s)))
+  if ((left < 15)); then
+    echo "== $name: skipped (deadline)" | tee -a "$OUT/$log"
+    return
+  fi
+  ((secs > left)) && secs=$left
+  echo "== $name (limit ${secs}s)" | tee -a "$OUT/$log"
+  local t0=$(date +%s)
+  timeout -k 5 "$secs" "$@" 2>&1 | grep -v '^Warning: maxDynamic' >>"$OUT/$log"
+  local rc=${PIPESTATUS[0]}
+  echo "== $name: rc $rc, $(($(date +%s) - t0)) s" | tee -a "$OUT/$log"
+}
+
+for part in "${parts[@]}"; do
+  case $part in
+  env)
+    { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; node -v; uname -r; } >>"$OUT/env.log" 2>&1
+    run_part probe env.log 60 node $js/scripts/device/probe.js
+    run_part torch env.log 90 python3 scripts/device/torch_matmul.py
+    ;;
+  matmul)
+    BENCH_SIZES=1024,2048,4096,8192 BENCH_MIN_MS=100 run_part matmul matmul.log 150 node $js/bench/matmul.js
+    ;;
+  tests)
+    run_part gpu-tests tests.log 200 node $js/scripts/device/gpu-tests.js
+    ;;
+  kernels)
+    BENCH_LAYER_T=512 BENCH_T=128,512,2048 run_part kernels kernels.log 120 node $js/bench/kernels.js
+    BENCH_T=512,2048,8192 run_part attention kernels.log 90 node $js/bench/attention.js
+    ;;
+  model)
+    BENCH_05B_TRAIN=4,512 BENCH_05B_DECODE_STEPS=32 run_part model model.log 120 node $js/bench/model.js
+    run_part lora-05b-r16 model.log 90 node $js/bench/lora-step.js --shape 05b --rank 16 --reps 2
+    run_part lora-05b-full model.log 90 node $js/bench/lora-step.js --shape 05b --rank 0 --reps 2
+    run_part lora-tiny-full model.log 60 node $js/bench/lora-step.js --shape tiny --rank 0 --reps 2
+    ;;
+  grpo)
+    rm -rf /tmp/grpo-tiny
+    run_part grpo-tiny grpo.log 150 node $js/scripts/train.js --config configs/grpo-worlds-filter.json \
+      --model public/models/qwen-tiny --out /tmp/grpo-tiny --steps 2 --minutes 0
+    cp /tmp/grpo-tiny/metrics.jsonl "$OUT/grpo-metrics.jsonl" 2>/dev/null
+    ;;
+  *) echo "unknown part: $part" ;;
+  esac
+done
+
+# The tail of the reply: each log's table rows and result lines.
+echo
+echo "===== summary ($(($(date +%s) - start)) s)"
+for f in "$OUT"/*.log; do
+  echo "--- $(basename "$f")"
+  grep -E '^(\||==|adapter|features|f16|limits|copy|torch|[0-9]+ files|FAILED|WARNING|train:|step|eval)' "$f" | tail -n 40
+done
