@@ -55,13 +55,22 @@ run_part() {
   timeout -k 5 "$secs" "$@" 2>&1 | grep -v '^Warning: maxDynamic' >>"$OUT/$log"
   local rc=${PIPESTATUS[0]}
   echo "== $name: rc $rc, $(($(date +%s) - t0)) s" | tee -a "$OUT/$log"
+  return "$rc"
 }
 
 for part in "${parts[@]}"; do
   case $part in
   env)
     { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; node -v; uname -r; } >>"$OUT/env.log" 2>&1
-    run_part probe env.log 60 node $js/scripts/device/probe.js
+    { ls -l /usr/share/vulkan/icd.d /etc/vulkan/icd.d /usr/local/nvidia/share/vulkan/icd.d; ldconfig -p | grep -iE 'vulkan|GLX_nvidia'; } >>"$OUT/env.log" 2>&1
+    # If Dawn finds no GPU, try the NVIDIA ICD explicitly, then with the driver's library folder.
+    if ! run_part probe env.log 60 node $js/scripts/device/probe.js; then
+      export VK_DRIVER_FILES=$nv_icd
+      if ! run_part probe-nvidia-icd env.log 60 node $js/scripts/device/probe.js; then
+        export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/nvidia/lib:${LD_LIBRARY_PATH:-}
+        run_part probe-nvidia-lib env.log 60 node $js/scripts/device/probe.js
+      fi
+    fi
     run_part torch env.log 90 python3 scripts/device/torch_matmul.py
     ;;
   matmul)
