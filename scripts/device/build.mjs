@@ -4,7 +4,7 @@
 // .device/js/node_modules/webgpu. WGSL `?raw` imports become strings, as Vite and
 // scripts/wgsl-hooks.mjs make them. Code shared by several entries goes to chunks (ESM splitting).
 //   node scripts/device/build.mjs        (run by scripts/device/bundle.sh)
-import { readdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -52,7 +52,15 @@ const result = await build({
   platform: 'node',
   target: 'node20',
   external: ['webgpu'],
-  alias: { vitest: path.join(root, 'scripts/device/vitest-shim.ts') },
+  // ESM builds first: tfjs's CommonJS build and tfjs-backend-webgpu's ESM build would otherwise bundle
+  // two copies of tfjs-core, and the backend would register with the copy tfjs does not use.
+  mainFields: ['module', 'main'],
+  alias: {
+    vitest: path.join(root, 'scripts/device/vitest-shim.ts'),
+    // transformers.js (the tokenizer's chat template) imports sharp, a native module, at load time
+    // in Node; the tokenizer never uses it and its binary is not carried.
+    sharp: path.join(root, 'scripts/device/native-stub.mjs'),
+  },
   plugins: [wgslRaw],
   // CommonJS dependencies (tfjs) call require(); give ESM chunks one.
   banner: {
@@ -61,6 +69,19 @@ const result = await build({
   logLevel: 'warning',
   metafile: true,
 });
+// transformers.js also loads onnxruntime-node through createRequire, out of esbuild's reach: a stub
+// package beside the bundle answers that require.
+const ortStub = path.join(out, 'node_modules/onnxruntime-node');
+mkdirSync(ortStub, { recursive: true });
+writeFileSync(
+  path.join(ortStub, 'package.json'),
+  '{"name":"onnxruntime-node","version":"0.0.0","main":"index.cjs"}\n',
+);
+writeFileSync(
+  path.join(ortStub, 'index.cjs'),
+  '// device bundle stub (scripts/device/build.mjs)\nmodule.exports = {};\n',
+);
+
 const bytes = Object.values(result.metafile.outputs).reduce((s, o) => s + o.bytes, 0);
 console.log(
   `device bundle: ${Object.keys(result.metafile.outputs).length} files, ${(bytes / 2 ** 20).toFixed(1)} MiB in .device/js`,

@@ -6,7 +6,8 @@
 #   node.xz                       this machine's Node binary (x86-64), xz-compressed
 #   js/                           tests/gpu, benchmarks and the trainer bundled by build.mjs
 #   js/node_modules/webgpu/       the webgpu package's loader and its linux-x64 Dawn binary (xz)
-#   debs/                         the Vulkan loader (libvulkan1); NVIDIA's ICD is on the machine
+#   debs/                         the Vulkan loader and GLVND (NVIDIA's Vulkan ICD, libGLX_nvidia, is
+#                                 on the machine but needs GLVND's libGLdispatch to create an instance)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [[ $(uname -m) == x86_64 ]] || { echo "bundle.sh: the device machine is x86-64; build this on x86-64" >&2; exit 2; }
@@ -32,7 +33,7 @@ lists=/tmp/amd64-apt-lists
 mkdir -p "$lists/partial"
 o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists="$lists")
 apt-get "${o[@]}" update -qq
-(cd .device/debs && apt-get "${o[@]}" download libvulkan1 >/dev/null)
+(cd .device/debs && apt-get "${o[@]}" download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 >/dev/null)
 
 du -sh .device .device/* | sed 's/^/  /'
 echo "device bundle ready: carry [\".device\"], run \"bash scripts/device/run.sh\""

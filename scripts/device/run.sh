@@ -5,6 +5,7 @@
 # call. Logs go to $OUT (at most 8 files come back): env.log, matmul.log, tests.log, kernels.log,
 # model.log, grpo.log, grpo-metrics.jsonl. Parts (default: all, in this order):
 #   env      nvidia-smi, what Dawn sees (scripts/device/probe.ts), PyTorch's fp32 matmul and copy
+#   probe    env without PyTorch
 #   matmul   bench/matmul.ts at 1024³–8192³, ours (every variant) vs tf.matMul on the same device
 #   tests    tests/gpu through the vitest shim (every kernel variant the runtime can pick there)
 #   kernels  bench/kernels.ts (0.5B-shaped decoder layer vs the tfjs twin), bench/attention.ts
@@ -22,10 +23,9 @@ parts=("$@")
 [[ ${#parts[@]} -gt 0 ]] || parts=(env matmul tests kernels model grpo)
 
 # --- unpack (seconds) ---
-if ! ldconfig -p | grep -q libvulkan.so.1; then
-  for f in .device/debs/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
+# The Vulkan loader and GLVND, as the device tool's README says (unpacked over /, every run).
+for f in .device/debs/*.deb; do dpkg -x "$f" /; done
+ldconfig
 bin=/tmp/device-bin
 mkdir -p "$bin"
 [[ -x $bin/node ]] || { xz -dc .device/node.xz >"$bin/node" && chmod +x "$bin/node"; }
@@ -60,18 +60,19 @@ run_part() {
 
 for part in "${parts[@]}"; do
   case $part in
-  env)
+  env | probe)
     { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; node -v; uname -r; } >>"$OUT/env.log" 2>&1
-    { ls -l /usr/share/vulkan/icd.d /etc/vulkan/icd.d /usr/local/nvidia/share/vulkan/icd.d; ldconfig -p | grep -iE 'vulkan|GLX_nvidia'; } >>"$OUT/env.log" 2>&1
+    { ls -l /usr/share/vulkan/icd.d /etc/vulkan/icd.d /usr/local/nvidia/share/vulkan/icd.d; cat $nv_icd; ldconfig -p | grep -iE 'vulkan|GLX|GLdispatch'; ldd /usr/local/nvidia/lib64/libGLX_nvidia.so.0 | grep -i 'not found'; } >>"$OUT/env.log" 2>&1
     # If Dawn finds no GPU, try the NVIDIA ICD explicitly, then with the driver's library folder.
     if ! run_part probe env.log 60 node $js/scripts/device/probe.js; then
       export VK_DRIVER_FILES=$nv_icd
+      export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
       if ! run_part probe-nvidia-icd env.log 60 node $js/scripts/device/probe.js; then
         export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/nvidia/lib:${LD_LIBRARY_PATH:-}
         run_part probe-nvidia-lib env.log 60 node $js/scripts/device/probe.js
       fi
     fi
-    run_part torch env.log 90 python3 scripts/device/torch_matmul.py
+    [[ $part == env ]] && run_part torch env.log 90 python3 scripts/device/torch_matmul.py
     ;;
   matmul)
     BENCH_SIZES=1024,2048,4096,8192 BENCH_MIN_MS=100 run_part matmul matmul.log 150 node $js/bench/matmul.js

@@ -152,14 +152,17 @@ fn group_scores(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     gs_out[b] = select(s, s / (1.0 + gsp.epsilon), MODE == 0u);
     return;
   }
+  // Deviations are formed before the one division: WGSL's f32 division may be off by 2.5 ULP (an
+  // H100 gave s − (sum − s)/(n − 1) = −1.5e-8 for equal scores), while (n − 1)·s − (sum − s) and
+  // n·s − sum are exactly 0 for equal binary-fraction scores, fused or not, and 0 / x is 0.
   if (MODE == 2u) {
-    // The leave-one-out mean directly (the twin's form): exactly 0 for equal scores.
-    gs_out[b] = s - (sum - s) / (count - 1.0);
+    // s − leave-one-out mean.
+    gs_out[b] = ((count - 1.0) * s - (sum - s)) / (count - 1.0);
     return;
   }
   let mean = sum / count;
   if (MODE == 1u) {
-    gs_out[b] = s - mean;
+    gs_out[b] = (count * s - sum) / count;
   } else {
     var m2 = 0.0;
     for (var j = 0u; j < gsp.B; j++) {
@@ -168,7 +171,7 @@ fn group_scores(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         m2 += d * d;
       }
     }
-    gs_out[b] = (s - mean) / (sqrt(m2 / (count - 1.0)) + gsp.epsilon);
+    gs_out[b] = ((count * s - sum) / count) / (sqrt(m2 / (count - 1.0)) + gsp.epsilon);
   }
 }
 

@@ -132,8 +132,11 @@ describe('gpu runtime', () => {
     // adapter; a rate learned from one kind must not time the other (the first update after a rollout
     // overslept 3x before the rates were kept per size).
     const gpu = await Gpu.create({ sleepBeforeWait: true });
-    const small = gpu.zeros([256, 256]);
-    const large = gpu.zeros([512, 512]);
+    // Waits are only learned from when they last > 20 ms and only slept before when > 2 ms are left:
+    // a real GPU needs larger products for that (an H100 does eight 512³ matmuls in ~0.1 ms).
+    const [sn, ln] = gpu.report.kind === 'gpu' ? [2048, 4096] : [256, 512];
+    const small = gpu.zeros([sn, sn]);
+    const large = gpu.zeros([ln, ln]);
     const wait = async (a: Tensor, n: number) => {
       let out = a;
       for (let i = 0; i < n; i++) out = matmul(gpu, a, a);
