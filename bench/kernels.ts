@@ -115,7 +115,11 @@ async function layerBench(shape: typeof TINY, B: number, T: number): Promise<str
       model.layerBackward(0, act, dx, seg, pos, B);
       out.release();
       // layerForward's activations include x (xT): release everything but it.
-      for (const [k, t] of Object.entries(act)) if (k !== 'x') (t as { release(): void } | null)?.release();
+      // (the LoRA map, empty here, is not a tensor).
+      for (const [k, t] of Object.entries(act)) {
+        const r = (t as { release?: unknown } | null)?.release;
+        if (k !== 'x' && typeof r === 'function') r.call(t);
+      }
       await gpu.sync();
     },
     quick ? 1 : 3,

@@ -15,8 +15,8 @@
 //  - matmul_tiled128: 128x128 tiles, 8-deep K slices staged as vec4 in workgroup memory, each
 //    invocation owns an 8x8 block (two 4-row by two 4-column groups, 64 apart, so a row of C is
 //    written by 16 neighbouring invocations). 64 FMAs per 4 vec4 workgroup loads, against 16 per 8
-//    scalar loads in matmul_tiled: for large products on real GPUs, where tiled is bound by
-//    workgroup-memory loads. Needs enough 128x128 tiles to fill the GPU (the wrapper decides).
+//    scalar loads in matmul_tiled. Measured on an H100 (docs/benchmarks.md): its first version
+//    (dynamically indexed accumulators, scalar staging) ran at a tenth of matmul_tiled's speed.
 //  - matmul_skinny: M <= 4 (a decode step's LM head and projections): one invocation per output
 //    column owns all ROWS rows, so no work goes to clamped duplicate rows (regblock at M = 1 did 4x
 //    the FMAs and loads).
@@ -164,6 +164,15 @@ const BK2 = 8u;
 var<workgroup> tileA2: array<vec4<f32>, 256>; // [BK2][BM2 / 4]
 var<workgroup> tileB2: array<vec4<f32>, 256>; // [BK2][BN2 / 4]
 
+fn store4(baseC: u32, m: u32, n0: u32, v: vec4<f32>) {
+  store(baseC, m, n0, v.x);
+  store(baseC, m, n0 + 1u, v.y);
+  store(baseC, m, n0 + 2u, v.z);
+  store(baseC, m, n0 + 3u, v.w);
+}
+
+// Accumulators are indexed only by constants (the loops over them are written out) so that they can
+// stay in registers; each invocation stages one vec4 of each tile per K slice, whole.
 @compute @workgroup_size(16, 16, 1)
 fn matmul_tiled128(
   @builtin(workgroup_id) wid: vec3<u32>,
@@ -177,27 +186,36 @@ fn matmul_tiled128(
   let colTile = wid.x * BM2;
   let mLast = p.M - 1u;
   let nLast = p.N - 1u;
+  // Staging: the vec4 of 4 consecutive rows (columns) at one k. Neighbouring invocations take
+  // neighbouring k where A (B) is stored k-contiguous, else neighbouring rows (columns).
+  var ak: u32;
+  var am4: u32;
+  if (TRANS_A) { am4 = li % 32u; ak = li / 32u; } else { ak = li % BK2; am4 = li / BK2; }
+  var bk: u32;
+  var bn4: u32;
+  if (TRANS_B) { bk = li % BK2; bn4 = li / BK2; } else { bn4 = li % 32u; bk = li / 32u; }
+  let am = rowTile + am4 * 4u;
+  let bn = colTile + bn4 * 4u;
   // acc[2 * r + g]: row r of the invocation's 8 (r < 4: lid.y * 4 + r; else 64 + lid.y * 4 + r - 4),
   // columns lid.x * 4 .. + 3 (g = 0) or 64 + lid.x * 4 .. + 3 (g = 1).
   var acc: array<vec4<f32>, 16>;
-  for (var i = 0u; i < 16u; i++) { acc[i] = vec4<f32>(0.0); }
+  acc[0] = vec4<f32>(0.0); acc[1] = vec4<f32>(0.0); acc[2] = vec4<f32>(0.0); acc[3] = vec4<f32>(0.0);
+  acc[4] = vec4<f32>(0.0); acc[5] = vec4<f32>(0.0); acc[6] = vec4<f32>(0.0); acc[7] = vec4<f32>(0.0);
+  acc[8] = vec4<f32>(0.0); acc[9] = vec4<f32>(0.0); acc[10] = vec4<f32>(0.0); acc[11] = vec4<f32>(0.0);
+  acc[12] = vec4<f32>(0.0); acc[13] = vec4<f32>(0.0); acc[14] = vec4<f32>(0.0); acc[15] = vec4<f32>(0.0);
   for (var k0 = 0u; k0 < p.K; k0 += BK2) {
-    // 256 invocations stage 1024 values of each tile, 4 each; neighbouring invocations read
-    // neighbouring addresses in either layout. Out-of-range K reads as 0.
-    for (var s = 0u; s < 4u; s++) {
-      let e = li + s * 256u;
-      var kk: u32;
-      var mm: u32;
-      if (TRANS_A) { kk = e / BM2; mm = e % BM2; } else { kk = e % BK2; mm = e / BK2; }
-      var av = 0.0;
-      if (k0 + kk < p.K) { av = A[a_index(baseA, min(rowTile + mm, mLast), k0 + kk)]; }
-      tileA2[kk * 32u + mm / 4u][mm % 4u] = av;
-      var nn: u32;
-      if (TRANS_B) { kk = e % BK2; nn = e / BK2; } else { kk = e / BM2; nn = e % BM2; }
-      var bv = 0.0;
-      if (k0 + kk < p.K) { bv = load_b(b_index(baseB, k0 + kk, min(colTile + nn, nLast))); }
-      tileB2[kk * 32u + nn / 4u][nn % 4u] = bv;
+    var av = vec4<f32>(0.0);
+    if (k0 + ak < p.K) {
+      av = vec4<f32>(A[a_index(baseA, min(am, mLast), k0 + ak)], A[a_index(baseA, min(am + 1u, mLast), k0 + ak)],
+                     A[a_index(baseA, min(am + 2u, mLast), k0 + ak)], A[a_index(baseA, min(am + 3u, mLast), k0 + ak)]);
     }
+    tileA2[ak * 32u + am4] = av;
+    var bv = vec4<f32>(0.0);
+    if (k0 + bk < p.K) {
+      bv = vec4<f32>(load_b(b_index(baseB, k0 + bk, min(bn, nLast))), load_b(b_index(baseB, k0 + bk, min(bn + 1u, nLast))),
+                     load_b(b_index(baseB, k0 + bk, min(bn + 2u, nLast))), load_b(b_index(baseB, k0 + bk, min(bn + 3u, nLast))));
+    }
+    tileB2[bk * 32u + bn4] = bv;
     workgroupBarrier();
     for (var kk = 0u; kk < BK2; kk++) {
       let a0 = tileA2[kk * 32u + lid.y];
@@ -216,17 +234,18 @@ fn matmul_tiled128(
     workgroupBarrier();
   }
   let baseC = b * p.strideC;
-  for (var r = 0u; r < 8u; r++) {
-    let m = rowTile + (r / 4u) * 64u + lid.y * 4u + r % 4u;
-    for (var g = 0u; g < 2u; g++) {
-      let n0 = colTile + g * 64u + lid.x * 4u;
-      let v = acc[2u * r + g];
-      store(baseC, m, n0, v.x);
-      store(baseC, m, n0 + 1u, v.y);
-      store(baseC, m, n0 + 2u, v.z);
-      store(baseC, m, n0 + 3u, v.w);
-    }
-  }
+  let m0 = rowTile + lid.y * 4u;
+  let m1 = rowTile + 64u + lid.y * 4u;
+  let n0 = colTile + lid.x * 4u;
+  let n1 = colTile + 64u + lid.x * 4u;
+  store4(baseC, m0, n0, acc[0]); store4(baseC, m0, n1, acc[1]);
+  store4(baseC, m0 + 1u, n0, acc[2]); store4(baseC, m0 + 1u, n1, acc[3]);
+  store4(baseC, m0 + 2u, n0, acc[4]); store4(baseC, m0 + 2u, n1, acc[5]);
+  store4(baseC, m0 + 3u, n0, acc[6]); store4(baseC, m0 + 3u, n1, acc[7]);
+  store4(baseC, m1, n0, acc[8]); store4(baseC, m1, n1, acc[9]);
+  store4(baseC, m1 + 1u, n0, acc[10]); store4(baseC, m1 + 1u, n1, acc[11]);
+  store4(baseC, m1 + 2u, n0, acc[12]); store4(baseC, m1 + 2u, n1, acc[13]);
+  store4(baseC, m1 + 3u, n0, acc[14]); store4(baseC, m1 + 3u, n1, acc[15]);
 }
 
 @compute @workgroup_size(64, 1, 1)

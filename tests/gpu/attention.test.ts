@@ -4,6 +4,8 @@ import {
   attentionDecode,
   attentionForward,
   createKvCache,
+  type DkvVariant,
+  dkvChunking,
   kvCacheAppend,
   kvRowLengths,
 } from '../../src/gpu/kernels/attention.ts';
@@ -171,7 +173,16 @@ describe('attention forward (GPU vs reference)', () => {
   });
 });
 
-describe('attention backward (GPU vs reference analytic gradients)', () => {
+// dK/dV variants: per key row (CPU adapters), and in query chunks with a sum pass (real GPUs), with
+// the default chunk (64: one or two chunks here) and with chunks of 8 (up to 9 per row, chunk edges
+// inside segments and padding).
+const DKV: Array<{ name: string; dkvVariant: DkvVariant; dkvChunk?: number }> = [
+  { name: 'rows', dkvVariant: 'rows' },
+  { name: 'chunks of 64', dkvVariant: 'chunks' },
+  { name: 'chunks of 8', dkvVariant: 'chunks', dkvChunk: 8 },
+];
+
+describe.each(DKV)('attention backward, dK/dV $name (GPU vs reference analytic gradients)', (dkvOptions) => {
   it.each(CASES.map((c, n) => [c.name, c, n] as const))(`%s (rel err <= ${BWD_TOL})`, async (_, c, n) => {
     const gpu = await getTestGpu();
     const { N, seg, q, k, v, dO } = inputs(c, 10 * n);
@@ -188,6 +199,8 @@ describe('attention backward (GPU vs reference analytic gradients)', () => {
     const { o, lse } = attentionForward(gpu, t.q, t.k, t.v, t.seg, c.dims);
     const { dq, dk, dv } = attentionBackward(gpu, t.q, t.k, t.v, t.seg, o, lse, t.dO, {
       ...c.dims,
+      dkvVariant: dkvOptions.dkvVariant,
+      dkvChunk: dkvOptions.dkvChunk,
       dq: nan(N, nH * hd),
       dk: nan(N, nKv * hd),
       dv: nan(N, nKv * hd),
@@ -306,6 +319,16 @@ describe('attention KV-cache decoding', () => {
       dims,
     );
     expect(maxRelativeError(await gpu.readF32(full.o), ref.o)).toBeLessThanOrEqual(FWD_TOL);
+  });
+});
+
+describe('dK/dV chunking for real GPUs', () => {
+  it('chunks of >= 64 queries, <= 16 per sequence, longer while a partial buffer is over budget', () => {
+    expect(dkvChunking(70, 70, 2, 64)).toBe(64);
+    expect(dkvChunking(512, 2048, 14, 64)).toBe(64); // the 0.5B train step: 8 chunks, 59 MB
+    expect(dkvChunking(8192, 8192, 14, 64)).toBe(1024); // 16 chunks would be 470 MB: 8 of 1024
+    expect(dkvChunking(1024, 16384, 14, 64)).toBe(256); // 16 rows of 1024: 4 chunks, 235 MB each
+    expect(dkvChunking(8192, 131072, 14, 64)).toBeNull(); // one chunk is 470 MB: per-row kernel
   });
 });
 

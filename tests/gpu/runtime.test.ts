@@ -119,7 +119,8 @@ describe('gpu runtime', () => {
 
   it('gives up on GPU work that outlasts the timeout with GpuTimeoutError', async () => {
     const gpu = await Gpu.create({ timeoutMs: 1, sleepBeforeWait: false });
-    const n = 512;
+    // Eight products that outlast 1 ms: 512³ on a CPU adapter; an H100 needs 4096³ (~60 ms).
+    const n = gpu.report.kind === 'gpu' ? 4096 : 512;
     const a = gpu.zeros([n, n]);
     let out = a;
     for (let i = 0; i < 8; i++) out = matmul(gpu, a, a);

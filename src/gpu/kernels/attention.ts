@@ -46,6 +46,37 @@ export interface AttentionBackwardOptions extends AttentionDims {
   dq?: Tensor;
   dk?: Tensor;
   dv?: Tensor;
+  /** How dK/dV are computed: see defaultDkvVariant. */
+  dkvVariant?: DkvVariant;
+  /** 'chunks' only: queries per chunk (default from dkvChunking). */
+  dkvChunk?: number;
+}
+
+/**
+ * 'rows': one invocation per (key, kv head) loops over every later query of the group's heads: the
+ * CPU adapters' choice (few, long invocations). 'chunks': one invocation per (key, query head, query
+ * chunk) writes partials that a second dispatch sums: many short invocations, what a real GPU needs
+ * (an H100 has room for 270k resident invocations; 'rows' gives one 512-token sequence 1,024).
+ */
+export type DkvVariant = 'rows' | 'chunks';
+
+/** Bytes one partial buffer of the 'chunks' variant may take before the chunks grow longer. */
+export const DKV_PARTIAL_BUDGET = 256 * 2 ** 20;
+
+export function defaultDkvVariant(gpu: Gpu): DkvVariant {
+  return gpu.report.kind === 'gpu' ? 'chunks' : 'rows';
+}
+
+/**
+ * Query chunk length for the 'chunks' variant: at least 64 queries, at most 16 chunks per sequence,
+ * longer chunks while a partial buffer [nC, N, nH*hd] f32 would exceed DKV_PARTIAL_BUDGET. Null
+ * when even one chunk exceeds it (the caller then uses 'rows').
+ */
+export function dkvChunking(T: number, N: number, nHeads: number, headDim: number): number | null {
+  let chunk = Math.max(64, Math.ceil(T / 16));
+  const bytes = (c: number) => Math.ceil(T / c) * N * nHeads * headDim * 4;
+  while (bytes(chunk) > DKV_PARTIAL_BUDGET && chunk < T) chunk = Math.min(T, chunk * 2);
+  return bytes(chunk) > DKV_PARTIAL_BUDGET ? null : chunk;
 }
 
 function shapeOf(t: Tensor): string {
@@ -111,10 +142,10 @@ function rowGrid(gpu: Gpu, rows: number, y: number): [number, number, number] {
   return [Math.ceil(groups / z), y, z];
 }
 
-function params(gpu: Gpu, nQ: number, Tq: number, S: number, d: AttentionDims): GPUBuffer {
+function params(gpu: Gpu, nQ: number, Tq: number, S: number, d: AttentionDims, chunk = 0): GPUBuffer {
   const scale = d.scale ?? 1 / Math.sqrt(d.headDim);
   if (!Number.isFinite(scale)) throw new Error(`attention: scale must be finite, got ${scale}`);
-  return gpu.uniform('uuuuufu', [nQ, Tq, S, d.nHeads, d.nKvHeads, scale, d.headDim / 4]);
+  return gpu.uniform('uuuuufuu', [nQ, Tq, S, d.nHeads, d.nKvHeads, scale, d.headDim / 4, chunk]);
 }
 
 /** Multiply-adds of the score and value products over all allowed (query, key, head) triples, ×2. */
@@ -192,12 +223,37 @@ export function attentionBackward(
     rowGrid(gpu, N, nHeads),
     causalFlops(batch, T, nHeads, headDim, 3),
   );
-  gpu.dispatch(
-    kernel(gpu, 'attn_bwd_dkv'),
-    [q, k, v, seg, lse, dO, u, D, dk, dv],
-    rowGrid(gpu, N, nKvHeads),
-    causalFlops(batch, T, nHeads, headDim, 4),
-  );
+  const variant = options.dkvVariant ?? defaultDkvVariant(gpu);
+  const chunk = variant === 'chunks' ? (options.dkvChunk ?? dkvChunking(T, N, nHeads, headDim)) : null;
+  if (chunk !== null) {
+    if (!Number.isInteger(chunk) || chunk < 1) throw new Error(`${fn}: dkvChunk must be a positive integer`);
+    const nC = Math.ceil(T / chunk);
+    const uc = params(gpu, N, T, T, options, chunk);
+    const pdk = gpu.empty([nC, N, qw], 'f32', 'attention.pdk');
+    const pdv = gpu.empty([nC, N, qw], 'f32', 'attention.pdv');
+    gpu.dispatch(
+      kernel(gpu, 'attn_bwd_dkv_part'),
+      [q, k, v, seg, lse, dO, uc, D, pdk, pdv],
+      rowGrid(gpu, N, nHeads * nC),
+      causalFlops(batch, T, nHeads, headDim, 4),
+    );
+    const none = undefined;
+    gpu.dispatch(
+      kernel(gpu, 'attn_bwd_dkv_sum'),
+      [none, none, none, none, none, none, uc, none, dk, dv, pdk, pdv],
+      rowGrid(gpu, N * (headDim / 4), nKvHeads),
+      2 * nC * N * qw,
+    );
+    pdk.release();
+    pdv.release();
+  } else {
+    gpu.dispatch(
+      kernel(gpu, 'attn_bwd_dkv'),
+      [q, k, v, seg, lse, dO, u, D, dk, dv],
+      rowGrid(gpu, N, nKvHeads),
+      causalFlops(batch, T, nHeads, headDim, 4),
+    );
+  }
   D.release(); // safe: pooled reuse is ordered after the recorded dispatches
   return { dq, dk, dv };
 }

@@ -14,27 +14,17 @@ import { bindingDType, isWeightDType, weightShader } from './half.ts';
 export type MatmulVariant = 'regblock' | 'tiled' | 'tiled128' | 'skinny';
 
 /**
- * Measured here: on CPU adapters (lavapipe, SwiftShader) the barrier-free register-blocked kernel
- * beats the workgroup-tiled ones several times over; real GPUs want a tiled one. Kept per adapter,
- * overridable for benchmarks. Independently of the adapter, M <= 4 (decode steps) goes to the
- * skinny kernel: the 4x4 blocks of the others would compute duplicate rows. On a real GPU the
- * 128x128 tiles do 4x the work per workgroup-memory load of the 64x64 ones, but a product with few
- * of them leaves most of the GPU idle (an H100 has 132 SMs): below MIN_TILES128 tiles it takes the
- * 64x64 kernel, which makes 4x as many workgroups.
+ * Measured (docs/benchmarks.md): on CPU adapters (lavapipe, SwiftShader) the barrier-free
+ * register-blocked kernel beats the workgroup-tiled one several times over; on an H100 the 64x64
+ * tiled kernel is the fastest of the three (16-17 TFLOP/s at 2048³-8192³, against 9.6 for regblock
+ * and 1.3-2.0 for the first tiled128). Kept per adapter, overridable for benchmarks. Independently of
+ * the adapter, M <= 4 (decode steps) goes to the skinny kernel: the 4x4 blocks of the others would
+ * compute duplicate rows.
  */
-export function defaultMatmulVariant(
-  gpu: Gpu,
-  M = Number.POSITIVE_INFINITY,
-  N = Number.POSITIVE_INFINITY,
-  batch = 1,
-): MatmulVariant {
+export function defaultMatmulVariant(gpu: Gpu, M = Number.POSITIVE_INFINITY): MatmulVariant {
   if (M <= 4) return 'skinny';
-  if (gpu.report.kind !== 'gpu') return 'regblock';
-  return Math.ceil(M / 128) * Math.ceil(N / 128) * batch >= MIN_TILES128 ? 'tiled128' : 'tiled';
+  return gpu.report.kind === 'gpu' ? 'tiled' : 'regblock';
 }
-
-/** Fewest 128x128 output tiles for which matmul_tiled128 is the default on a real GPU. */
-export const MIN_TILES128 = 128;
 
 /** Problem size and layout for matmulInto (strides in elements; 0 shares an operand across the batch). */
 export interface MatmulDims {
@@ -60,7 +50,7 @@ export interface MatmulDims {
 export function matmulInto(gpu: Gpu, a: Bindable, b: Bindable, c: Bindable, dims: MatmulDims): void {
   const { M, N, K, batch = 1, transA = false, transB = false, alpha = 1, accumulate = false } = dims;
   if (M === 0 || N === 0 || K === 0 || batch === 0) return;
-  const variant = dims.variant ?? defaultMatmulVariant(gpu, M, N, batch);
+  const variant = dims.variant ?? defaultMatmulVariant(gpu, M);
   const rows = M >= 4 ? 4 : M >= 2 ? 2 : 1;
   const bType = bindingDType(b);
   if (!isWeightDType(bType)) throw new Error(`matmul: b must be f32, f16 or bf16, got ${bType}`);
