@@ -122,7 +122,7 @@ for (const n of sizes) {
   ta.release();
   tb.release();
   out.release();
-  const chosen = defaultMatmulVariant(gpu, n);
+  const chosen = defaultMatmulVariant(gpu, n, n);
   rows.push(
     `| ${n}³ | ${VARIANTS.map((v) => ours[v].toFixed(2)).join(' | ')} | ${tfjs.gflops.toFixed(2)} | ${chosen} | ${(ours[chosen] / tfjs.gflops).toFixed(2)}× |`,
   );

@@ -15,8 +15,9 @@
 //  - matmul_tiled128: 128x128 tiles, 8-deep K slices staged as vec4 in workgroup memory, each
 //    invocation owns an 8x8 block (two 4-row by two 4-column groups, 64 apart, so a row of C is
 //    written by 16 neighbouring invocations). 64 FMAs per 4 vec4 workgroup loads, against 16 per 8
-//    scalar loads in matmul_tiled. Measured on an H100 (docs/benchmarks.md): its first version
-//    (dynamically indexed accumulators, scalar staging) ran at a tenth of matmul_tiled's speed.
+//    scalar loads in matmul_tiled: 24-27 TFLOP/s on an H100 from 2048³ (docs/benchmarks.md; a first
+//    version with dynamically indexed accumulators and scalar staging ran at 1.3-2). Needs enough
+//    128x128 tiles to fill the GPU (the wrapper decides).
 //  - matmul_skinny: M <= 4 (a decode step's LM head and projections): one invocation per output
 //    column owns all ROWS rows, so no work goes to clamped duplicate rows (regblock at M = 1 did 4x
 //    the FMAs and loads).

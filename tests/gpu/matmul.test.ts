@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { defaultMatmulVariant, type MatmulVariant, matmul } from '../../src/gpu/kernels/matmul.ts';
+import {
+  defaultMatmulVariant,
+  type MatmulVariant,
+  MIN_TILES128,
+  matmul,
+} from '../../src/gpu/kernels/matmul.ts';
 import { matmulRef, maxRelativeError } from '../../src/gpu/reference/matmul.ts';
 import type { Gpu } from '../../src/gpu/runtime.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
@@ -55,11 +60,15 @@ describe.each<MatmulVariant>(['regblock', 'tiled', 'tiled128', 'skinny'])('matmu
 
 describe('matmul variant choice', () => {
   const on = (kind: string) => ({ report: { kind } }) as unknown as Gpu;
-  it('skinny for M <= 4, regblock on CPU adapters, tiled on a real GPU', () => {
-    expect(defaultMatmulVariant(on('gpu'), 4)).toBe('skinny');
-    expect(defaultMatmulVariant(on('lavapipe'), 4096)).toBe('regblock');
-    expect(defaultMatmulVariant(on('swiftshader'), 64)).toBe('regblock');
-    expect(defaultMatmulVariant(on('gpu'), 8192)).toBe('tiled');
+  it('skinny for M <= 4, regblock on CPU adapters, tiled128 on a GPU only with enough 128x128 tiles', () => {
+    expect(defaultMatmulVariant(on('gpu'), 4, 4096)).toBe('skinny');
+    expect(defaultMatmulVariant(on('lavapipe'), 4096, 4096)).toBe('regblock');
+    expect(defaultMatmulVariant(on('swiftshader'), 64, 64)).toBe('regblock');
+    expect(defaultMatmulVariant(on('gpu'), 2048, 2048)).toBe('tiled128');
+    expect(defaultMatmulVariant(on('gpu'), 1024, 1024)).toBe('tiled');
+    expect(defaultMatmulVariant(on('gpu'), 128 * MIN_TILES128, 128)).toBe('tiled128');
+    expect(defaultMatmulVariant(on('gpu'), 128 * MIN_TILES128 - 128, 128)).toBe('tiled');
+    expect(defaultMatmulVariant(on('gpu'), 128, 128, MIN_TILES128)).toBe('tiled128');
   });
 });
 

@@ -15,16 +15,26 @@ export type MatmulVariant = 'regblock' | 'tiled' | 'tiled128' | 'skinny';
 
 /**
  * Measured (docs/benchmarks.md): on CPU adapters (lavapipe, SwiftShader) the barrier-free
- * register-blocked kernel beats the workgroup-tiled one several times over; on an H100 the 64x64
- * tiled kernel is the fastest of the three (16-17 TFLOP/s at 2048³-8192³, against 9.6 for regblock
- * and 1.3-2.0 for the first tiled128). Kept per adapter, overridable for benchmarks. Independently of
- * the adapter, M <= 4 (decode steps) goes to the skinny kernel: the 4x4 blocks of the others would
- * compute duplicate rows.
+ * register-blocked kernel beats the workgroup-tiled ones several times over. On an H100, tiled128
+ * runs at 24-27 TFLOP/s from 2048³ to 8192³ (tiled: 16-17, regblock: 9-10), but at 1024³, 64 tiles
+ * of 128x128 leave half the 132 SMs idle and tiled (256 tiles) is faster (11.6 against 9.3): below
+ * MIN_TILES128 tiles a real GPU takes tiled. Kept per adapter, overridable for benchmarks.
+ * Independently of the adapter, M <= 4 (decode steps) goes to the skinny kernel: the 4x4 blocks of
+ * the others would compute duplicate rows.
  */
-export function defaultMatmulVariant(gpu: Gpu, M = Number.POSITIVE_INFINITY): MatmulVariant {
+export function defaultMatmulVariant(
+  gpu: Gpu,
+  M = Number.POSITIVE_INFINITY,
+  N = Number.POSITIVE_INFINITY,
+  batch = 1,
+): MatmulVariant {
   if (M <= 4) return 'skinny';
-  return gpu.report.kind === 'gpu' ? 'tiled' : 'regblock';
+  if (gpu.report.kind !== 'gpu') return 'regblock';
+  return Math.ceil(M / 128) * Math.ceil(N / 128) * batch >= MIN_TILES128 ? 'tiled128' : 'tiled';
 }
+
+/** Fewest 128x128 output tiles for which a real GPU takes tiled128 (about one per SM of an H100). */
+export const MIN_TILES128 = 128;
 
 /** Problem size and layout for matmulInto (strides in elements; 0 shares an operand across the batch). */
 export interface MatmulDims {
@@ -50,7 +60,7 @@ export interface MatmulDims {
 export function matmulInto(gpu: Gpu, a: Bindable, b: Bindable, c: Bindable, dims: MatmulDims): void {
   const { M, N, K, batch = 1, transA = false, transB = false, alpha = 1, accumulate = false } = dims;
   if (M === 0 || N === 0 || K === 0 || batch === 0) return;
-  const variant = dims.variant ?? defaultMatmulVariant(gpu, M);
+  const variant = dims.variant ?? defaultMatmulVariant(gpu, M, N, batch);
   const rows = M >= 4 ? 4 : M >= 2 ? 2 : 1;
   const bType = bindingDType(b);
   if (!isWeightDType(bType)) throw new Error(`matmul: b must be f32, f16 or bf16, got ${bType}`);
