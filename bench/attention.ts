@@ -5,12 +5,15 @@
 // hd = 64). Median of a few runs after one warm-up, each timed region closed by gpu.sync(). Also a
 // KV-cache decode step (one new token attending a cache of T slots) for reference.
 // If the T = 512 figures say T = 1024 would blow the ~2 minute budget, T = 1024 runs with fewer
-// heads and says so. Env: BENCH_T="128,512,1024", BENCH_HEADS=14, BENCH_REPS=3.
+// heads and says so. Env: BENCH_T="128,512,1024", BENCH_HEADS=14, BENCH_REPS=3, BENCH_DKV=rows|chunks
+// (the dK/dV variant; default: the adapter's, src/gpu/kernels/attention.ts).
 import {
   attentionBackward,
   attentionDecode,
   attentionForward,
   createKvCache,
+  type DkvVariant,
+  defaultDkvVariant,
   kvCacheAppend,
 } from '../src/gpu/kernels/attention.ts';
 import { Gpu } from '../src/gpu/runtime.ts';
@@ -19,13 +22,16 @@ import type { Tensor } from '../src/gpu/tensor.ts';
 const lengths = (process.env.BENCH_T ?? '128,512,1024').split(',').map(Number);
 const fullHeads = Number(process.env.BENCH_HEADS ?? 14);
 const reps = Number(process.env.BENCH_REPS ?? 3);
+const dkvVariant = process.env.BENCH_DKV as DkvVariant | undefined;
 const nKv = 2;
 const hd = 64;
 const budgetMs = 120_000;
 
 const gpu = await Gpu.create();
 console.log(`adapter: ${gpu.report.kind} — ${gpu.report.description || gpu.report.device}`);
-console.log(`shape: B=1, nKv=${nKv}, hd=${hd}; median of ${reps} runs after a warm-up\n`);
+console.log(
+  `shape: B=1, nKv=${nKv}, hd=${hd}; dK/dV ${dkvVariant ?? defaultDkvVariant(gpu)}; median of ${reps} runs after a warm-up\n`,
+);
 
 function rand(n: number): Float32Array {
   const a = new Float32Array(n);
@@ -72,7 +78,7 @@ async function benchOne(T: number, nH: number): Promise<Row> {
   });
   const fwdBwd = await median(() => {
     attentionForward(gpu, q, k, v, seg, { ...dims, out: o, lse });
-    attentionBackward(gpu, q, k, v, seg, o, lse, dO, { ...dims, ...grads });
+    attentionBackward(gpu, q, k, v, seg, o, lse, dO, { ...dims, ...grads, dkvVariant });
   });
 
   // Decode: the cache holds the T tokens; one new token per row attends all of them.

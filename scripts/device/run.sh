@@ -83,6 +83,7 @@ for part in "${parts[@]}"; do
   kernels)
     BENCH_LAYER_T=512 BENCH_T=128,512,2048 run_part kernels kernels.log 120 node $js/bench/kernels.js
     BENCH_T=512,2048,8192 run_part attention kernels.log 90 node $js/bench/attention.js
+    BENCH_T=512,2048,8192 BENCH_DKV=rows run_part attention-rows kernels.log 90 node $js/bench/attention.js
     ;;
   model)
     BENCH_05B_TRAIN=4,512 BENCH_05B_DECODE_STEPS=32 run_part model model.log 120 node $js/bench/model.js
