@@ -4,7 +4,8 @@
 // Env: BENCH_SIZES="256,512,1024"; BENCH_MIN_MS (default 0): repeat each product back to back until
 // one timed run takes at least this long, so that on a fast GPU a run times the kernels rather than
 // one submit-and-wait round trip (a 1024³ product takes ~0.1 ms on an H100). Every variant's result
-// is checked against tf.matMul's (max relative error over a sample of entries).
+// is checked against tf.matMul's (max relative error over a sample of entries). BENCH_DECODE=1 adds
+// decode-shaped products (M = 1, 8, 32 rows against Qwen2.5-0.5B's weights), per variant, in GB/s.
 import { defaultMatmulVariant, type MatmulVariant, matmul } from '../src/gpu/kernels/matmul.ts';
 import { Gpu } from '../src/gpu/runtime.ts';
 import { tfjsOnSameAdapter } from './tfjs-node.ts';
@@ -132,6 +133,48 @@ console.log(
 );
 console.log(`|---|${VARIANTS.map(() => '---|').join('')}---|---|---|`);
 for (const r of rows) console.log(r);
+
+// Decode-shaped products (BENCH_DECODE=1): x·Wᵀ with M = 1, 8, 32 rows (a decode step's batch) at
+// Qwen2.5-0.5B's MLP and LM-head shapes, per variant. These are memory-bound: GB/s counts the weight
+// bytes read once.
+if (process.env.BENCH_DECODE === '1') {
+  const shapes: Array<[string, number, number]> = [
+    ['up/gate (4864×896)', 4864, 896],
+    ['down (896×4864)', 896, 4864],
+    ['LM head (151936×896)', 151936, 896],
+  ];
+  const variants: MatmulVariant[] = ['skinny', 'gemv', 'tiled', 'regblock'];
+  console.log(`\n| decode x·Wᵀ | M | ${variants.map((v) => `${v} GB/s`).join(' | ')} | runtime's choice |`);
+  console.log(`|---|---|${variants.map(() => '---|').join('')}---|`);
+  for (const [name, N, K] of shapes) {
+    if (N * K * 4 > gpu.limits.maxStorageBufferBindingSize) {
+      console.log(`| ${name} | — | over this adapter's binding limit: skipped | | | | |`);
+      continue;
+    }
+    const w = gpu.upload(rand(N * K), [N, K]);
+    for (const M of [1, 8, 32]) {
+      const x = gpu.upload(rand(M * K), [M, K]);
+      const y = gpu.empty([M, N]);
+      const cells: string[] = [];
+      for (const variant of variants) {
+        const r = await gflops(
+          async (iters) => {
+            for (let i = 0; i < iters; i++) matmul(gpu, x, w, { transB: true, out: y, variant });
+            await gpu.sync();
+          },
+          N * K * 4, // "flops" = weight bytes, so the rate is bytes/ms·1e-6 = GB/s
+          1,
+          3,
+        );
+        cells.push(r.gflops.toFixed(1));
+      }
+      console.log(`| ${name} | ${M} | ${cells.join(' | ')} | ${defaultMatmulVariant(gpu, M, N, 1, true)} |`);
+      x.release();
+      y.release();
+    }
+    w.release();
+  }
+}
 
 /** Median wall time of `reps` runs after one warm-up. */
 async function timeIt(run: () => Promise<void>, reps: number): Promise<number> {

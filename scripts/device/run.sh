@@ -75,7 +75,7 @@ for part in "${parts[@]}"; do
     [[ $part == env ]] && run_part torch env.log 90 python3 scripts/device/torch_matmul.py
     ;;
   matmul)
-    BENCH_SIZES=1024,2048,4096,8192 BENCH_MIN_MS=100 run_part matmul matmul.log 150 node $js/bench/matmul.js
+    BENCH_SIZES=1024,2048,4096,8192 BENCH_MIN_MS=100 BENCH_DECODE=1 run_part matmul matmul.log 150 node $js/bench/matmul.js
     ;;
   tests)
     run_part gpu-tests tests.log 200 node $js/scripts/device/gpu-tests.js

@@ -21,6 +21,9 @@
 //  - matmul_skinny: M <= 4 (a decode step's LM head and projections): one invocation per output
 //    column owns all ROWS rows, so no work goes to clamped duplicate rows (regblock at M = 1 did 4x
 //    the FMAs and loads).
+//  - matmul_gemv: M <= 4 with B stored [N, K] (x·Wᵀ) on real GPUs: 64 invocations share an output
+//    column and read its row of B side by side; skinny's one-invocation-per-column has the 32 lanes
+//    of a warp read 32 rows K floats apart.
 // B may hold frozen weights in half precision: it is read only through load_b, which
 // src/gpu/kernels/half.ts rewrites for f16 / bf16 storage (the products stay f32).
 // Out-of-range rows/columns are clamped on load (valid memory, result discarded on store) so the
@@ -269,5 +272,52 @@ fn matmul_skinny(@builtin(global_invocation_id) gid: vec3<u32>) {
   let baseC = b * p.strideC;
   for (var i = 0u; i < ROWS; i++) {
     store(baseC, m0 + i, n, acc[i]);
+  }
+}
+
+// One workgroup per output column n (a 2-D grid of columns, z = batch): invocation t takes k = t,
+// t + 64, ... for 4 rows of A at a time (a vec4, one lane per row), and a tree in workgroup memory adds
+// the 64 partial sums in a fixed order. Any M works (row blocks of 4 in turn, re-reading B's column):
+// the wrapper picks it for M <= 4, where that is one pass.
+var<workgroup> gemvPart: array<vec4<f32>, 64>;
+
+@compute @workgroup_size(64, 1, 1)
+fn matmul_gemv(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(local_invocation_id) lid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+  let n = wid.y * nwg.x + wid.x;
+  let b = wid.z;
+  let t = lid.x;
+  let nn = min(n, p.N - 1u); // a workgroup past N computes a clamped column and stores nothing
+  let baseA = b * p.strideA;
+  let baseB = b * p.strideB;
+  let baseC = b * p.strideC;
+  let mLast = p.M - 1u;
+  for (var m0 = 0u; m0 < p.M; m0 += 4u) {
+    let r1 = min(m0 + 1u, mLast);
+    let r2 = min(m0 + 2u, mLast);
+    let r3 = min(m0 + 3u, mLast);
+    var acc = vec4<f32>(0.0);
+    for (var k = t; k < p.K; k += 64u) {
+      let w = load_b(b_index(baseB, k, nn));
+      acc += w * vec4<f32>(A[a_index(baseA, m0, k)], A[a_index(baseA, r1, k)], A[a_index(baseA, r2, k)],
+                           A[a_index(baseA, r3, k)]);
+    }
+    gemvPart[t] = acc;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s >>= 1u) {
+      if (t < s) { gemvPart[t] += gemvPart[t + s]; }
+      workgroupBarrier();
+    }
+    if (t == 0u) {
+      let v = gemvPart[0];
+      store(baseC, m0, n, v.x);
+      store(baseC, m0 + 1u, n, v.y);
+      store(baseC, m0 + 2u, n, v.z);
+      store(baseC, m0 + 3u, n, v.w);
+    }
+    workgroupBarrier(); // gemvPart is rewritten by the next row block
   }
 }

@@ -31,37 +31,42 @@ const VARIANTS: Array<[boolean, boolean]> = [
   [true, false],
 ];
 
-describe.each<MatmulVariant>(['regblock', 'tiled', 'tiled128', 'skinny'])('matmul (%s)', (variant) => {
-  for (const [transA, transB] of VARIANTS) {
-    const label = `${transA ? 'Aᵀ' : 'A'}·${transB ? 'Bᵀ' : 'B'}`;
-    it(`${label} matches the CPU reference on ${SHAPES.length} shapes (rel err <= 1e-4)`, async () => {
-      const gpu = await getTestGpu();
-      const outs: Tensor[] = [];
-      const refs: Float32Array[] = [];
-      for (const [M, N, K] of SHAPES) {
-        const a = randomArray(M * K, M * 1000 + K);
-        const b = randomArray(K * N, N * 7 + K);
-        const ta = gpu.upload(a, transA ? [K, M] : [M, K]);
-        const tb = gpu.upload(b, transB ? [N, K] : [K, N]);
-        outs.push(matmul(gpu, ta, tb, { transA, transB, variant }));
-        refs.push(matmulRef(a, b, { M, N, K, transA, transB }));
-        ta.release();
-        tb.release();
-      }
-      const got = await gpu.readMany(outs);
-      SHAPES.forEach(([M, N, K], i) => {
-        const err = maxRelativeError(got[i], refs[i]);
-        expect(err, `${label} ${M}x${N}x${K}`).toBeLessThanOrEqual(1e-4);
+describe.each<MatmulVariant>(['regblock', 'tiled', 'tiled128', 'skinny', 'gemv'])(
+  'matmul (%s)',
+  (variant) => {
+    for (const [transA, transB] of VARIANTS) {
+      const label = `${transA ? 'Aᵀ' : 'A'}·${transB ? 'Bᵀ' : 'B'}`;
+      it(`${label} matches the CPU reference on ${SHAPES.length} shapes (rel err <= 1e-4)`, async () => {
+        const gpu = await getTestGpu();
+        const outs: Tensor[] = [];
+        const refs: Float32Array[] = [];
+        for (const [M, N, K] of SHAPES) {
+          const a = randomArray(M * K, M * 1000 + K);
+          const b = randomArray(K * N, N * 7 + K);
+          const ta = gpu.upload(a, transA ? [K, M] : [M, K]);
+          const tb = gpu.upload(b, transB ? [N, K] : [K, N]);
+          outs.push(matmul(gpu, ta, tb, { transA, transB, variant }));
+          refs.push(matmulRef(a, b, { M, N, K, transA, transB }));
+          ta.release();
+          tb.release();
+        }
+        const got = await gpu.readMany(outs);
+        SHAPES.forEach(([M, N, K], i) => {
+          const err = maxRelativeError(got[i], refs[i]);
+          expect(err, `${label} ${M}x${N}x${K}`).toBeLessThanOrEqual(1e-4);
+        });
+        for (const t of outs) t.release();
       });
-      for (const t of outs) t.release();
-    });
-  }
-});
+    }
+  },
+);
 
 describe('matmul variant choice', () => {
   const on = (kind: string) => ({ report: { kind } }) as unknown as Gpu;
-  it('skinny for M <= 4, regblock on CPU adapters, tiled128 on a GPU only with enough 128x128 tiles', () => {
+  it('skinny / gemv (GPU, B as [N, K]) for M <= 4, regblock on CPU adapters, tiled128 on a GPU only with enough tiles', () => {
     expect(defaultMatmulVariant(on('gpu'), 4, 4096)).toBe('skinny');
+    expect(defaultMatmulVariant(on('gpu'), 4, 4096, 1, true)).toBe('gemv');
+    expect(defaultMatmulVariant(on('lavapipe'), 1, 4096, 1, true)).toBe('skinny');
     expect(defaultMatmulVariant(on('lavapipe'), 4096, 4096)).toBe('regblock');
     expect(defaultMatmulVariant(on('swiftshader'), 64, 64)).toBe('regblock');
     expect(defaultMatmulVariant(on('gpu'), 2048, 2048)).toBe('tiled128');
@@ -73,6 +78,17 @@ describe('matmul variant choice', () => {
 });
 
 describe('matmul semantics', () => {
+  it('gemv: more columns than one grid dimension holds (the LM head at decode)', async () => {
+    const gpu = await getTestGpu();
+    const [M, N, K] = [3, 70_001, 8];
+    const a = randomArray(M * K, 21);
+    const b = randomArray(N * K, 22);
+    const ta = gpu.upload(a, [M, K]);
+    const tb = gpu.upload(b, [N, K]);
+    const got = await gpu.readF32(matmul(gpu, ta, tb, { transB: true, variant: 'gemv' }));
+    expect(maxRelativeError(got, matmulRef(a, b, { M, N, K, transB: true }))).toBeLessThanOrEqual(1e-5);
+  });
+
   it('accumulates (beta = 1) and scales (alpha) without reading garbage when overwriting', async () => {
     const gpu = await getTestGpu();
     const [M, N, K] = [9, 11, 7];

@@ -11,7 +11,7 @@ import type { Gpu } from '../runtime.ts';
 import type { Bindable, Tensor } from '../tensor.ts';
 import { bindingDType, isWeightDType, weightShader } from './half.ts';
 
-export type MatmulVariant = 'regblock' | 'tiled' | 'tiled128' | 'skinny';
+export type MatmulVariant = 'regblock' | 'tiled' | 'tiled128' | 'skinny' | 'gemv';
 
 /**
  * Measured (docs/benchmarks.md): on CPU adapters (lavapipe, SwiftShader) the barrier-free
@@ -19,22 +19,31 @@ export type MatmulVariant = 'regblock' | 'tiled' | 'tiled128' | 'skinny';
  * runs at 24-27 TFLOP/s from 2048³ to 8192³ (tiled: 16-17, regblock: 9-10), but at 1024³, 64 tiles
  * of 128x128 leave half the 132 SMs idle and tiled (256 tiles) is faster (11.6 against 9.3): below
  * MIN_TILES128 tiles a real GPU takes tiled. Kept per adapter, overridable for benchmarks.
- * Independently of the adapter, M <= 4 (decode steps) goes to the skinny kernel: the 4x4 blocks of
- * the others would compute duplicate rows.
+ * M <= 4 (decode steps) goes to the skinny kernel, whose invocations own whole columns (the 4x4
+ * blocks of the others would compute duplicate rows), or on a real GPU with B stored [N, K] (x·Wᵀ,
+ * every decode projection and the LM head) to gemv, whose workgroups own them.
  */
 export function defaultMatmulVariant(
   gpu: Gpu,
   M = Number.POSITIVE_INFINITY,
   N = Number.POSITIVE_INFINITY,
   batch = 1,
+  transB = false,
 ): MatmulVariant {
-  if (M <= 4) return 'skinny';
-  if (gpu.report.kind !== 'gpu') return 'regblock';
+  const real = gpu.report.kind === 'gpu';
+  if (M <= 4) return real && transB ? 'gemv' : 'skinny';
+  if (!real) return 'regblock';
   return Math.ceil(M / 128) * Math.ceil(N / 128) * batch >= MIN_TILES128 ? 'tiled128' : 'tiled';
 }
 
 /** Fewest 128x128 output tiles for which a real GPU takes tiled128 (about one per SM of an H100). */
 export const MIN_TILES128 = 128;
+
+/** One workgroup per output column, columns over x then y (past the per-dimension limit). */
+function gemvGrid(gpu: Gpu, N: number, batch: number): [number, number, number] {
+  const y = Math.ceil(N / gpu.limits.maxComputeWorkgroupsPerDimension);
+  return [Math.ceil(N / y), y, batch];
+}
 
 /** Problem size and layout for matmulInto (strides in elements; 0 shares an operand across the batch). */
 export interface MatmulDims {
@@ -60,7 +69,7 @@ export interface MatmulDims {
 export function matmulInto(gpu: Gpu, a: Bindable, b: Bindable, c: Bindable, dims: MatmulDims): void {
   const { M, N, K, batch = 1, transA = false, transB = false, alpha = 1, accumulate = false } = dims;
   if (M === 0 || N === 0 || K === 0 || batch === 0) return;
-  const variant = dims.variant ?? defaultMatmulVariant(gpu, M, N, batch);
+  const variant = dims.variant ?? defaultMatmulVariant(gpu, M, N, batch, transB);
   const rows = M >= 4 ? 4 : M >= 2 ? 2 : 1;
   const bType = bindingDType(b);
   if (!isWeightDType(bType)) throw new Error(`matmul: b must be f32, f16 or bf16, got ${bType}`);
@@ -92,7 +101,9 @@ export function matmulInto(gpu: Gpu, a: Bindable, b: Bindable, c: Bindable, dims
         ? [Math.ceil(N / 64), Math.ceil(M / 64), batch]
         : variant === 'tiled128'
           ? [Math.ceil(N / 128), Math.ceil(M / 128), batch]
-          : [Math.ceil(N / 32), Math.ceil(M / 32), batch];
+          : variant === 'gemv'
+            ? gemvGrid(gpu, N, batch)
+            : [Math.ceil(N / 32), Math.ceil(M / 32), batch];
   gpu.dispatch(kernel, [a, b, c, params], grid, 2 * M * N * K * batch);
 }
 
