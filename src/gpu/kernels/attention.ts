@@ -9,8 +9,10 @@
 //
 // Memory: O(N·nH·hd) (q, k, v, o, gradients) plus O(N·nH) (lse, and D during the backward); nothing
 // grows as heads × T² × batch. The forward is an online softmax; the backward recomputes the
-// probabilities from q, k and lse in two passes: dQ (+ D = Σ dO·O) per query row, then dK/dV per
-// key row summing the nHeads/nKvHeads query heads of each kv head inside the kernel (no atomics).
+// probabilities from q, k and lse in two passes: dQ (+ D = Σ dO·O) per query row, then dK/dV: per
+// key row summing the nHeads/nKvHeads query heads of each kv head inside the kernel ('rows', CPU
+// adapters), or per (key, query head, query chunk) into partials summed by a second dispatch
+// ('chunks', real GPUs: see DkvVariant). Both in a fixed order, no atomics.
 //
 // KV-cache decoding: createKvCache allocates k/v [B, maxLen, nKv*hd] and seg [B, maxLen];
 // kvCacheAppend writes the Tq newest tokens of every row at slots rowLen[b]-Tq .. rowLen[b]-1 (a
