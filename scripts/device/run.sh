@@ -11,7 +11,12 @@
 #   kernels  bench/kernels.ts (0.5B-shaped decoder layer vs the tfjs twin), bench/attention.ts
 #   model    bench/model.ts (train step, decode at batch 1/8/32), bench/lora-step.ts (GRPO updates)
 #   grpo     two GRPO steps of the bundled qwen-tiny through the trainer CLI, seconds per phase
+#   learn    the learning runs of docs/results.md: the 500-world SFT from the bundled model, then the
+#            RL runs of LEARN_RUNS from its last checkpoint side by side, then every last checkpoint on
+#            the held-out questions (learn.log, runs.tar.xz, ckpt-*.tar.xz: at most 8 files come back)
 # Env: DEADLINE_S (default 540): seconds after which no part starts and running ones are cut.
+#   learn: SFT_CONFIG, SFT_STEPS (306), SFT_MINUTES (3), LEARN_RUNS (config names), EVAL_RESERVE_S (100: kept
+#   for the replay and the packing), LEARN_QUESTIONS (400: questions of the replay).
 #   bash scripts/device/run.sh [part ...]
 set -u
 cd "$(dirname "$0")/../.."
@@ -97,6 +102,66 @@ for part in "${parts[@]}"; do
       --model public/models/qwen-tiny --out /tmp/grpo-tiny --steps 2 --minutes 0
     cp /tmp/grpo-tiny/metrics.jsonl "$OUT/grpo-metrics.jsonl" 2>/dev/null
     ;;
+  learn)
+    # One Node process per RL run, all at once: at qwen-tiny's size a step is bound by dispatch and
+    # read-back latency, not by the GPU's arithmetic, so processes overlap. Each run stops through
+    # --minutes (between steps), so it still ends with its evaluation and checkpoint before the
+    # deadline; the timeout behind it is only a backstop.
+    runs=/tmp/runs
+    rm -rf $runs /tmp/ckpt-*.tar && mkdir -p $runs
+    run_part sft learn.log $((${SFT_MINUTES:-3} * 60 + 60)) node $js/scripts/train.js \
+      --config "${SFT_CONFIG:-configs/qwen-tiny-sft-pointer-worlds.json}" --out $runs/sft-pointer-worlds \
+      --steps "${SFT_STEPS:-306}" --minutes "${SFT_MINUTES:-3}"
+    warm=$(ls -d $runs/sft-pointer-worlds/checkpoints/step-* 2>/dev/null | tail -n 1)
+    if [[ -z $warm ]]; then
+      echo "== learn: no SFT checkpoint, no RL" | tee -a "$OUT/learn.log"
+    else
+      learn_runs=(${LEARN_RUNS:-grpo-worlds-filter grpo-worlds-filter-lr5e-5 grpo-pointer-worlds-fresh rloo-worlds reinforce-pp-worlds ppo-worlds grpo-worlds-fresh-no-loss-mask reinforce-pp-worlds-no-adv-mask})
+      left=$((deadline - $(date +%s) - ${EVAL_RESERVE_S:-100}))
+      # 45 s for the step under way when the budget runs out and the run's last evaluation.
+      minutes=$(awk "BEGIN { m = ($left - 45) / 60; print (m > 0.05 ? m : 0.05) }")
+      echo "== learn: ${#learn_runs[@]} runs from $warm, --minutes $minutes (limit ${left}s)" | tee -a "$OUT/learn.log"
+      t0=$(date +%s)
+      for cfg in "${learn_runs[@]}"; do
+        timeout -k 5 "$left" node $js/scripts/train.js --config "configs/$cfg.json" --model "$warm" \
+          --out "$runs/$cfg" --minutes "$minutes" 2>&1 | grep -v '^Warning: maxDynamic' >"$runs/$cfg.log" &
+      done
+      wait
+      echo "== learn: RL runs done, $(($(date +%s) - t0)) s" | tee -a "$OUT/learn.log"
+      for cfg in sft-pointer-worlds "${learn_runs[@]}"; do
+        echo "--- $cfg: $(grep -c '"step"' "$runs/$cfg/metrics.jsonl" 2>/dev/null) metric lines" >>"$OUT/learn.log"
+        tail -n 3 "$runs/$cfg.log" >>"$OUT/learn.log" 2>/dev/null
+      done
+      # Every run's last checkpoint on the held-out questions, with run A's config as every 400-question
+      # table of docs/results.md (greedy: the config's sampling settings do not enter).
+      left=$((deadline - $(date +%s) - 20))
+      t0=$(date +%s)
+      for cfg in sft-pointer-worlds "${learn_runs[@]}"; do
+        last=$(ls -d "$runs/$cfg"/checkpoints/step-* 2>/dev/null | tail -n 1)
+        [[ -n $last ]] || continue
+        timeout -k 5 "$left" node $js/scripts/train.js --config configs/grpo-pointer-noise-t05.json --evaluate-only \
+          --model "$last" --questions "${LEARN_QUESTIONS:-400}" --json "$runs/$cfg/replay.json" 2>&1 |
+          grep -v '^Warning: maxDynamic' >"$runs/$cfg/replay.log" &
+      done
+      wait
+      echo "== learn: replays done, $(($(date +%s) - t0)) s" | tee -a "$OUT/learn.log"
+      for cfg in sft-pointer-worlds "${learn_runs[@]}"; do
+        echo "--- $cfg replay: $(grep -E 'EM' "$runs/$cfg/replay.log" 2>/dev/null | head -n 3 | tr '\n' ' ')" >>"$OUT/learn.log"
+      done
+    fi
+    # Pack: everything but the checkpoints in one file; each run's last policy weights, two runs a file
+    # (about 10 MB: float32 weights hardly compress; no optimizer state, no critic).
+    (cd $runs && tar -cJf "$OUT/runs.tar.xz" --exclude=checkpoints .)
+    i=0
+    for d in $(ls -d $runs/*/ 2>/dev/null); do
+      last=$(ls -d "$d"checkpoints/step-* 2>/dev/null | tail -n 1)
+      [[ -n $last ]] || continue
+      (cd $runs && tar -rf "/tmp/ckpt-$((i / 2)).tar" --exclude='*optimizer.safetensors' --exclude=critic.safetensors "${last#$runs/}")
+      i=$((i + 1))
+    done
+    for t in /tmp/ckpt-*.tar; do [[ -f $t ]] && xz -T0 -3 -c "$t" >"$OUT/$(basename "$t").xz" && rm "$t"; done
+    ls -l "$OUT" >>"$OUT/learn.log"
+    ;;
   *) echo "unknown part: $part" ;;
   esac
 done
@@ -106,5 +171,5 @@ echo
 echo "===== summary ($(($(date +%s) - start)) s)"
 for f in "$OUT"/*.log; do
   echo "--- $(basename "$f")"
-  grep -E '^(\||==|adapter|features|f16|limits|copy|torch|[0-9]+ files|FAILED|WARNING|train:|step|eval)' "$f" | tail -n 40
+  grep -E '^(\||==|---|adapter|features|f16|limits|copy|torch|[0-9]+ files|FAILED|WARNING|train:|step|eval)' "$f" | tail -n 40
 done
