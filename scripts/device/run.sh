@@ -15,8 +15,9 @@
 #            RL runs of LEARN_RUNS from its last checkpoint side by side, then every last checkpoint on
 #            the held-out questions (learn.log, runs.tar.xz, ckpt-*.tar.xz: at most 8 files come back)
 # Env: DEADLINE_S (default 540): seconds after which no part starts and running ones are cut.
-#   learn: SFT_CONFIG, SFT_STEPS (306), SFT_MINUTES (3), LEARN_RUNS (config names), EVAL_RESERVE_S (100: kept
-#   for the replay and the packing), LEARN_QUESTIONS (400: questions of the replay).
+#   learn: SFT_CONFIG, SFT_STEPS (306), SFT_MINUTES (3), WARM_START (a carried checkpoint: no SFT),
+#   LEARN_RUNS (config names), EVAL_RESERVE_S (100: kept for the replay and the packing),
+#   LEARN_QUESTIONS (400: questions of the replay).
 #   bash scripts/device/run.sh [part ...]
 set -u
 cd "$(dirname "$0")/../.."
@@ -109,10 +110,14 @@ for part in "${parts[@]}"; do
     # deadline; the timeout behind it is only a backstop.
     runs=/tmp/runs
     rm -rf $runs /tmp/ckpt-*.tar && mkdir -p $runs
-    run_part sft learn.log $((${SFT_MINUTES:-3} * 60 + 60)) node $js/scripts/train.js \
-      --config "${SFT_CONFIG:-configs/qwen-tiny-sft-pointer-worlds.json}" --out $runs/sft-pointer-worlds \
-      --steps "${SFT_STEPS:-306}" --minutes "${SFT_MINUTES:-3}"
-    warm=$(ls -d $runs/sft-pointer-worlds/checkpoints/step-* 2>/dev/null | tail -n 1)
+    if [[ -n ${WARM_START:-} ]]; then
+      warm=$WARM_START # a checkpoint carried along (e.g. one an earlier call brought back): no SFT
+    else
+      run_part sft learn.log $((${SFT_MINUTES:-3} * 60 + 60)) node $js/scripts/train.js \
+        --config "${SFT_CONFIG:-configs/qwen-tiny-sft-pointer-worlds.json}" --out $runs/sft-pointer-worlds \
+        --steps "${SFT_STEPS:-306}" --minutes "${SFT_MINUTES:-3}"
+      warm=$(ls -d $runs/sft-pointer-worlds/checkpoints/step-* 2>/dev/null | tail -n 1)
+    fi
     if [[ -z $warm ]]; then
       echo "== learn: no SFT checkpoint, no RL" | tee -a "$OUT/learn.log"
     else
