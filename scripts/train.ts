@@ -16,7 +16,8 @@
 //              print EM / F1; the same episodes and settings as a run's eval lines. --split train plays
 //              the first questions of the training world instead (what RL trained on: a gap between
 //              the two splits measures what the policy memorised of its training world). Prints EM
-//              per question type and the most frequent answer's share too.
+//              per question type and the most frequent answer's share too; --json also lists each
+//              question's id, type, EM, F1 and answer (npm run compare reads two such files).
 // Exit codes: 0 done, 2 bad command line or config (one line naming the problem), 1 a failure.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -129,9 +130,20 @@ if (values['evaluate-only']) {
   );
   if (values.json) {
     const { trajectories, ...summary } = r;
+    // Each question's outcome, in the order played, so that two checkpoints' files can be compared
+    // question by question (npm run compare).
+    const tasks = split === 'test' ? trainer.dataset.test.tasks : trainer.dataset.train.tasks;
+    const typeOf = new Map(tasks.map((t) => [t.id, t.type ?? 'untyped']));
+    const questions = trajectories.map((t) => ({
+      id: t.taskId,
+      type: typeOf.get(t.taskId) ?? 'untyped',
+      em: t.outcome?.em ?? 0,
+      f1: t.outcome?.f1 ?? 0,
+      prediction: t.prediction,
+    }));
     await writeFile(
       values.json,
-      `${JSON.stringify({ model: config.model.path, config: config.name, split, ...summary, seconds }, null, 2)}\n`,
+      `${JSON.stringify({ model: config.model.path, config: config.name, split, ...summary, seconds, questions }, null, 2)}\n`,
     );
   }
   trainer.release();

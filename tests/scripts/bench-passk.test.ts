@@ -3,6 +3,9 @@
 // train CLI's `--evaluate-only --split train`, which plays the training world's questions, and its
 // `--questions N`.
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const node = (script: string, args: string[]) => {
@@ -66,17 +69,35 @@ describe('npm run train -- --evaluate-only --split', () => {
 
   it('plays more held-out questions than the config has with --questions, and refuses bad counts', () => {
     // configs/micro.json has task.testSize 4 and train.evalSize 2.
+    const json = join(mkdtempSync(join(tmpdir(), 'eval-json-')), 'eval.json');
     const r = node('scripts/train.ts', [
       '--config',
       'configs/micro.json',
       '--evaluate-only',
       '--questions',
       '6',
+      '--json',
+      json,
     ]);
     expect(r.status, r.out).toBe(0);
     expect(r.out).toMatch(/on micro's held-out split \(6 questions, greedy\)/);
     const counts = [...r.out.matchAll(/ \((\d+)\)/g)].map((m) => Number(m[1]));
     expect(counts.reduce((a, b) => a + b, 0)).toBe(6);
+    // --json lists every question's outcome in the order played (what npm run compare reads), and
+    // they add up to the summary.
+    const written = JSON.parse(readFileSync(json, 'utf8'));
+    expect(written.n).toBe(6);
+    expect(written.questions).toHaveLength(6);
+    expect(new Set(written.questions.map((q: { id: string }) => q.id)).size).toBe(6);
+    for (const q of written.questions) {
+      expect(typeof q.type).toBe('string');
+      expect([0, 1]).toContain(q.em);
+      expect(q.f1).toBeGreaterThanOrEqual(q.em);
+    }
+    const emSum = written.questions.reduce((a: number, q: { em: number }) => a + q.em, 0);
+    expect(emSum / 6).toBeCloseTo(written.em, 12);
+    for (const [type, s] of Object.entries(written.byType as Record<string, { n: number }>))
+      expect(written.questions.filter((q: { type: string }) => q.type === type)).toHaveLength(s.n);
     const a = node('scripts/train.ts', [
       '--config',
       'configs/micro.json',

@@ -1,0 +1,93 @@
+// npm run -s compare -- BASE.json OTHER.json [MORE.json ...]
+// Compares checkpoints evaluated on the same questions (`npm run train -- --evaluate-only --json F`,
+// which lists each question's id, type, EM and F1): for each file after the first, its EM against the
+// first's, the difference with its paired standard error, the questions only it / only the base gets
+// right, and the exact sign test's p (src/rl/paired-eval.ts); then the same difference per question
+// type. Prints a markdown table. docs/results.md quotes it where two runs' EM are compared.
+// Bad input (a missing file, no per-question list, different questions) is one line and exit 2.
+import { readFileSync } from 'node:fs';
+import { pairedComparison } from '../src/rl/paired-eval.ts';
+
+interface QuestionScore {
+  id: string;
+  type: string;
+  em: number;
+  f1: number;
+}
+
+function fail(message: string): never {
+  console.error(`compare: ${message}`);
+  process.exit(2);
+}
+
+function readEval(file: string): { model: string; questions: QuestionScore[] } {
+  let parsed: { model?: unknown; questions?: unknown };
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    fail(`cannot read ${file}: ${(e as Error).message}`);
+  }
+  const qs = parsed.questions;
+  if (!Array.isArray(qs) || qs.length === 0)
+    fail(
+      `${file} has no per-question list ("questions"): write it with npm run train -- --evaluate-only --json`,
+    );
+  qs.forEach((q, i) => {
+    if (typeof q?.id !== 'string' || typeof q?.em !== 'number' || typeof q?.f1 !== 'number')
+      fail(`${file}: question ${i} lacks an id, em or f1`);
+  });
+  return {
+    model: typeof parsed.model === 'string' ? parsed.model : file,
+    questions: qs.map((q) => ({
+      id: q.id,
+      type: typeof q.type === 'string' ? q.type : 'untyped',
+      em: q.em,
+      f1: q.f1,
+    })),
+  };
+}
+
+const files = process.argv.slice(2);
+if (files.length < 2) fail('usage: npm run -s compare -- BASE.json OTHER.json [MORE.json ...]');
+const [base, ...others] = files.map((f) => ({ file: f, ...readEval(f) }));
+// Every file is checked before anything is printed: a bad one gives one line, not half a table.
+for (const o of others) {
+  if (o.questions.length !== base.questions.length)
+    fail(
+      `${o.file} has ${o.questions.length} questions, ${base.file} ${base.questions.length}: evaluate both on the same ones`,
+    );
+  o.questions.forEach((q, i) => {
+    if (q.id !== base.questions[i].id)
+      fail(
+        `${o.file}: question ${i} is ${q.id}, in ${base.file} ${base.questions[i].id}: not the same questions`,
+      );
+  });
+}
+const pct = (x: number) => (100 * x).toFixed(1);
+const sign = (x: number) => `${x >= 0 ? '+' : '−'}${pct(Math.abs(x))}`;
+const types = [...new Set(base.questions.map((q) => q.type))];
+
+console.log(`base: ${base.model} (${base.questions.length} questions)\n`);
+console.log(
+  `| model | EM | Δ EM ± paired SE | only it right / only base right | sign test p | ${types.map((t) => `Δ ${t}`).join(' | ')} |`,
+);
+console.log(`|---|---|---|---|---|${types.map(() => '---|').join('')}`);
+const baseEm = base.questions.reduce((sum, q) => sum + q.em, 0) / base.questions.length;
+console.log(`| ${base.model} | ${pct(baseEm)} | – | – | – | ${types.map(() => '–').join(' | ')} |`);
+for (const o of others) {
+  const c = pairedComparison(
+    base.questions.map((q) => q.em),
+    o.questions.map((q) => q.em),
+  );
+  const byType = types.map((t) => {
+    const idx = base.questions.flatMap((q, i) => (q.type === t ? [i] : []));
+    const d = pairedComparison(
+      idx.map((i) => base.questions[i].em),
+      idx.map((i) => o.questions[i].em),
+    );
+    return `${sign(d.difference)} ± ${pct(d.pairedSe)}`;
+  });
+  console.log(
+    `| ${o.model} | ${pct(c.otherMean)} | ${sign(c.difference)} ± ${pct(c.pairedSe)} | ${c.better} / ${c.worse} | ${c.signTestP.toPrecision(2)} | ${byType.join(' | ')} |`,
+  );
+}

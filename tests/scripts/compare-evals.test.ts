@@ -1,0 +1,60 @@
+// npm run compare (scripts/compare-evals.ts) on small evaluation files: the table's numbers, and one
+// line with exit 2 for files it cannot compare.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const dir = mkdtempSync(join(tmpdir(), 'compare-evals-'));
+const write = (name: string, model: string, ems: number[], ids = ems.map((_, i) => `q${i}`)) => {
+  const file = join(dir, name);
+  const questions = ems.map((em, i) => ({ id: ids[i], type: i % 2 === 0 ? 'bridge' : 'yesno', em, f1: em }));
+  writeFileSync(file, JSON.stringify({ model, n: ems.length, questions }));
+  return file;
+};
+const run = (...files: string[]) => {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/compare-evals.ts', ...files], {
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  return { status: r.status, out: `${r.stdout}${r.stderr}` };
+};
+
+describe('npm run compare', () => {
+  it('prints each model against the base with the paired SE, the discordant counts and per type', () => {
+    const base = write('base.json', 'start', [1, 0, 1, 0, 0, 0, 1, 0]);
+    const other = write('other.json', 'grpo', [1, 1, 1, 0, 1, 0, 0, 0]);
+    const r = run(base, other);
+    expect(r.status, r.out).toBe(0);
+    expect(r.out).toMatch(/base: start \(8 questions\)/);
+    expect(r.out).toMatch(/\| start \| 37\.5 \| – \|/);
+    // Differences 0 +1 0 0 +1 0 −1 0: mean +0.125, sample std sqrt((2·0.875² + 0.125²·5 + 1.125²)/7).
+    const se = Math.sqrt((2 * 0.875 ** 2 + 5 * 0.125 ** 2 + 1.125 ** 2) / 7) / Math.sqrt(8);
+    expect(r.out).toContain(`| grpo | 50.0 | +12.5 ± ${(100 * se).toFixed(1)} | 2 / 1 | 1.0 |`);
+    // bridge (even indices): 1 0 0 0 → 1 1 1 0; yesno: 0 0 0 0 → 1 0 0 0.
+    expect(r.out).toMatch(/\| Δ bridge \| Δ yesno \|/);
+    expect(r.out).toMatch(/\| \+0\.0 ± [\d.]+ \| \+25\.0 ± 25\.0 \|/);
+  });
+
+  it('refuses files it cannot compare with one line and exit 2', () => {
+    const base = write('b.json', 'start', [1, 0, 1]);
+    const shorter = write('s.json', 'x', [1, 0]);
+    const otherIds = write('o.json', 'y', [1, 0, 1], ['q0', 'q9', 'q2']);
+    const noList = join(dir, 'old.json');
+    writeFileSync(noList, JSON.stringify({ model: 'old', em: 0.2 }));
+    const cases: [string[], RegExp][] = [
+      [[base], /usage: npm run -s compare -- BASE\.json OTHER\.json/],
+      [[base, join(dir, 'missing.json')], /cannot read .*missing\.json/],
+      [[base, noList], /old\.json has no per-question list \("questions"\)/],
+      [[base, shorter], /s\.json has 2 questions, .*b\.json 3: evaluate both on the same ones/],
+      [[base, otherIds], /o\.json: question 1 is q9, in .*b\.json q1: not the same questions/],
+    ];
+    for (const [files, message] of cases) {
+      const r = run(...files);
+      expect(r.status, r.out).toBe(2);
+      expect(r.out).toMatch(message);
+      expect(r.out.trim().split('\n')).toHaveLength(1);
+    }
+  });
+});
