@@ -29,9 +29,11 @@
 //
 // Keys are addressed by "slot" inside a batch row of S key slots: row b's keys are rows
 // b*S .. b*S+S-1 of k/v/seg. Training uses S = T and query t of row b sits at slot t. KV-cache
-// decoding (attn_decode) uses a cache of S = maxT slots per row and puts query t of the Tq newest
-// tokens of row b at slot rowLen[b] - Tq + t, so the same rule (keys at slots <= the query's slot
-// with the query's segment id) gives exactly what full attention over the cache contents gives.
+// decoding (attn_decode) uses a cache of S = maxT slots per row and is told the cache row of each
+// new token (slots[i] = b*S + slot): a uniform block of Tq tokens per row, or a packed ragged one
+// where each row adds its own count (none for a finished row), so the same rule (keys at slots <=
+// the query's slot with the query's segment id) gives exactly what full attention over the cache
+// contents gives.
 
 const MAX_HD4 = 32u;
 // A score no real score goes below; exp(NEG_BIG - s) underflows to exactly 0.
@@ -68,8 +70,8 @@ fn hsum(x: vec4<f32>) -> f32 {
 @group(0) @binding(3) var<storage, read> seg: array<u32>;
 @group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> lse: array<f32>;
-// attn_decode only: valid slots per batch row after the newest tokens were appended.
-@group(0) @binding(7) var<storage, read> rowLen: array<u32>;
+// attn_decode only: the cache row (b*S + slot) of each new token.
+@group(0) @binding(7) var<storage, read> slots: array<u32>;
 
 fn zero_output(i: u32, h: u32) {
   let qBase = (i * p.nH + h) * p.hd4;
@@ -136,11 +138,10 @@ fn attn_fwd(
   forward_row(i, wid.y, b, i - b * p.Tq);
 }
 
-// KV-cache decoding. q, o: [B*Tq, nH*hd] (the Tq newest tokens of each row, already written into
-// the cache by kv_append); k, v: the cache [B, S, nKv*hd]; seg: cache segment ids [B, S];
-// rowLen: [B] valid slots per row including the Tq newest; lse: [B*Tq, nH]. Query t of row b is
-// the token at slot rowLen[b] - Tq + t, and its segment id is the cache's at that slot.
-// Dispatch as attn_fwd over B*Tq rows.
+// KV-cache decoding. q, o: [N, nH*hd] (the N new tokens, already written into the cache by
+// kv_append); k, v: the cache [B, S, nKv*hd]; seg: cache segment ids [B, S]; slots: [N] cache row
+// b*S + slot of each new token; lse: [N, nH]. Its segment id is the cache's at that slot.
+// Dispatch as attn_fwd over N rows.
 @compute @workgroup_size(64, 1, 1)
 fn attn_decode(
   @builtin(workgroup_id) wid: vec3<u32>,
@@ -149,14 +150,14 @@ fn attn_decode(
 ) {
   let i = row_index(wid, lid, nwg);
   if (i >= p.nQ) { return; }
-  let b = i / p.Tq;
-  let len = rowLen[b];
-  if (len < p.Tq || len > p.S) {
-    // Unreachable through the TS wrapper, which validates rowLen; keep the output defined anyway.
+  let at = slots[i];
+  if (at >= arrayLength(&seg)) {
+    // Unreachable through the TS wrapper, which validates the slots; keep the output defined anyway.
     zero_output(i, wid.y);
     return;
   }
-  forward_row(i, wid.y, b, len - p.Tq + (i - b * p.Tq));
+  let b = at / p.S;
+  forward_row(i, wid.y, b, at - b * p.S);
 }
 
 // -------------------------------------------------------------------------------------- backward
@@ -399,10 +400,10 @@ fn attn_bwd_dkv_sum(
 }
 
 // ------------------------------------------------------------------------------ KV-cache append
-// Writes the Tq newest tokens of every batch row into the cache: row i = b*Tq + t of kNew/vNew
-// [B*Tq, nKv*hd] (and segNew [B*Tq]) goes to slot rowLen[b] - Tq + t of row b of kCache/vCache
-// [B, S, nKv*hd] (and cacheSeg [B, S]). Prefill is the same call with Tq = prompt length.
-// Dispatch: x covers the nKv*hd/4 vec4 columns (64 per workgroup), y covers B*Tq rows (split
+// Writes the N new tokens into the cache: row i of kNew/vNew [N, nKv*hd] (and segNew [N]) goes to
+// row slots[i] = b*S + slot of kCache/vCache [B*S, nKv*hd] (and cacheSeg [B*S]). A prefill is the
+// same call with every token of the prompts.
+// Dispatch: x covers the nKv*hd/4 vec4 columns (64 per workgroup), y covers the N rows (split
 // over z past 65535).
 
 @group(0) @binding(0) var<storage, read> kNew: array<vec4<f32>>;
@@ -411,7 +412,7 @@ fn attn_bwd_dkv_sum(
 @group(0) @binding(3) var<storage, read_write> kCache: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> vCache: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> cacheSeg: array<u32>;
-@group(0) @binding(7) var<storage, read> aRowLen: array<u32>;
+@group(0) @binding(7) var<storage, read> aSlots: array<u32>;
 
 @compute @workgroup_size(64, 1, 1)
 fn kv_append(
@@ -422,10 +423,8 @@ fn kv_append(
   let c = gid.x;
   let width = p.nKv * p.hd4;
   if (i >= p.nQ || c >= width) { return; }
-  let b = i / p.Tq;
-  let len = aRowLen[b];
-  if (len < p.Tq || len > p.S) { return; } // rejected by the TS wrapper
-  let slot = b * p.S + len - p.Tq + (i - b * p.Tq); // row index in the cache
+  let slot = aSlots[i]; // row index in the cache
+  if (slot >= arrayLength(&cacheSeg)) { return; } // rejected by the TS wrapper
   kCache[slot * width + c] = kNew[i * width + c];
   vCache[slot * width + c] = vNew[i * width + c];
   if (c == 0u) { cacheSeg[slot] = segNew[i]; }

@@ -8,6 +8,7 @@ import {
   dkvChunking,
   kvCacheAppend,
   kvRowLengths,
+  kvSlots,
 } from '../../src/gpu/kernels/attention.ts';
 import {
   type AttentionRefDims,
@@ -319,6 +320,90 @@ describe('attention KV-cache decoding', () => {
       dims,
     );
     expect(maxRelativeError(await gpu.readF32(full.o), ref.o)).toBeLessThanOrEqual(FWD_TOL);
+  });
+});
+
+describe('attention KV-cache decoding, ragged blocks', () => {
+  it('each row appends its own count (0 for a finished row), packed: equals full attention', async () => {
+    const gpu = await getTestGpu();
+    const [B, S, nH, nKv, hd] = [3, 20, 4, 2, 8];
+    const dims = { batch: B, nHeads: nH, nKvHeads: nKv, headDim: hd };
+    const qw = nH * hd;
+    const kw = nKv * hd;
+    // Tokens added per row per step: a ragged prefill, then decode steps where rows finish early.
+    const counts = [
+      [9, 4, 1],
+      [1, 1, 0],
+      [0, 3, 1],
+      [1, 0, 0],
+      [2, 0, 5],
+    ];
+    const lens = counts.reduce((acc, c) => acc.map((n, b) => n + c[b]), pad(B));
+    const segFinal = new Uint32Array(B * S);
+    lens.forEach((n, b) => {
+      segFinal.fill(1, b * S, b * S + n);
+    });
+    const Qf = randomArray(B * S * qw, 11, 1.5);
+    const Kf = randomArray(B * S * kw, 12, 1.5);
+    const Vf = randomArray(B * S * kw, 13);
+    const ref = attentionForwardRef(Qf, Kf, Vf, segFinal, dims);
+    const cache = createKvCache(gpu, { batch: B, maxLen: S, nKvHeads: nKv, headDim: hd });
+    const len = pad(B);
+    let checked = 0;
+    for (const [n, count] of counts.entries()) {
+      const picks: Array<[number, number]> = [];
+      count.forEach((c, b) => {
+        for (let t = 0; t < c; t++) picks.push([b, len[b] + t]);
+      });
+      const M = picks.length;
+      const gather = (src: Float32Array, w: number) => {
+        const out = new Float32Array(M * w);
+        picks.forEach(([b, s], r) => {
+          out.set(src.subarray((b * S + s) * w, (b * S + s + 1) * w), r * w);
+        });
+        return out;
+      };
+      const slots = kvSlots(gpu, cache, len, count);
+      const tk = gpu.upload(gather(Kf, kw), [M, kw]);
+      const tv = gpu.upload(gather(Vf, kw), [M, kw]);
+      const ts = gpu.upload(new Uint32Array(M).fill(1), [M], 'u32');
+      const tq = gpu.upload(gather(Qf, qw), [M, qw]);
+      kvCacheAppend(gpu, cache, tk, tv, ts, slots);
+      const { o, lse } = attentionDecode(gpu, tq, cache, slots, { nHeads: nH });
+      const [got, gotLse] = (await gpu.readMany([o, lse])) as Float32Array[];
+      const want = new Float64Array(M * qw);
+      const wantLse = new Float64Array(M * nH);
+      picks.forEach(([b, s], r) => {
+        want.set(ref.o.subarray((b * S + s) * qw, (b * S + s + 1) * qw), r * qw);
+        wantLse.set(ref.lse.subarray((b * S + s) * nH, (b * S + s + 1) * nH), r * nH);
+      });
+      expect(maxRelativeError(got, want), `step ${n} o`).toBeLessThanOrEqual(FWD_TOL);
+      expect(maxRelativeError(gotLse, wantLse), `step ${n} lse`).toBeLessThanOrEqual(FWD_TOL);
+      checked += M;
+      count.forEach((c, b) => {
+        len[b] += c;
+      });
+      for (const x of [slots, tk, tv, ts, tq, o, lse]) x.release();
+    }
+    expect(checked).toBe(lens.reduce((a, b) => a + b, 0));
+    // Rows that were finished got nothing written: the cache's segment ids are exactly the final layout.
+    expect(Array.from((await gpu.readMany([cache.seg]))[0])).toEqual(Array.from(segFinal));
+    // A step where no row adds anything is a no-op, not an error.
+    const none = kvSlots(gpu, cache, len, pad(B));
+    expect(none.size).toBe(0);
+    none.release();
+  });
+
+  it('rejects slots past the end of a row and slot tensors of the wrong size, naming them', async () => {
+    const gpu = await getTestGpu();
+    const cache = createKvCache(gpu, { batch: 2, maxLen: 5, nKvHeads: 2, headDim: 8 });
+    expect(() => kvSlots(gpu, cache, [0, 3], [2, 3])).toThrow(/row 1 adds 3 tokens at slot 3/);
+    expect(() => kvSlots(gpu, cache, [0], [1])).toThrow(/1 starts and 1 counts for a cache of batch 2/);
+    const slots = kvSlots(gpu, cache, [0, 0], [2, 1]);
+    expect(() => attentionDecode(gpu, gpu.zeros([2, 32]), cache, slots, { nHeads: 4 })).toThrow(
+      /slots is \[3\] u32, expected \[2\] u32/,
+    );
+    slots.release();
   });
 });
 

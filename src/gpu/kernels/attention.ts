@@ -15,11 +15,12 @@
 // ('chunks', real GPUs: see DkvVariant). Both in a fixed order, no atomics.
 //
 // KV-cache decoding: createKvCache allocates k/v [B, maxLen, nKv*hd] and seg [B, maxLen];
-// kvCacheAppend writes the Tq newest tokens of every row at slots rowLen[b]-Tq .. rowLen[b]-1 (a
-// prefill is the same call with Tq = prompt length, and a right-padded row's next token simply
-// overwrites its first padding slot); attentionDecode then attends those Tq queries per row to
-// slots 0..rowLen[b]-1 of the cache with the same masking rule, which equals full attention over
-// the cache contents. Positions (for RoPE) are the caller's business: the kernel only uses slots.
+// kvCacheAppend writes new tokens at the cache slots kvSlots gives: a ragged block packed row after
+// row (each row its own count, none for a finished row: no work for padding), or a uniform block
+// of Tq per row at slots rowLen[b]-Tq .. rowLen[b]-1 (kvRowLengths; a right-padded row's next token
+// then overwrites its first padding slot). attentionDecode attends those queries to the slots
+// before them with the same masking rule, which equals full attention over the cache contents.
+// Positions (for RoPE) are the caller's business: the kernel only uses slots.
 
 import attentionWgsl from '../../shaders/attention.wgsl?raw';
 import type { Gpu, Kernel } from '../runtime.ts';
@@ -304,9 +305,43 @@ export function createKvCache(gpu: Gpu, dims: KvCacheDims, seg?: Tensor): KvCach
 }
 
 /**
- * Validates per-row lengths for `Tq` newest tokens (Tq <= rowLen[b] <= maxLen) and uploads them as a
- * [batch] u32 tensor, which kvCacheAppend and attentionDecode accept, so one upload serves every
- * layer of a decoding step. The caller releases it.
+ * The cache row (b * maxLen + slot) of every new token, as the [N] u32 tensor kvCacheAppend and
+ * attentionDecode take, so one upload serves every layer of a decoding step. New tokens are packed
+ * row after row: row b's count[b] tokens (0 for a row with nothing new) land at slots start[b] ..
+ * start[b] + count[b] - 1. Validated here (start + count <= maxLen); the caller releases it.
+ */
+export function kvSlots(
+  gpu: Gpu,
+  cache: KvCache,
+  start: ArrayLike<number>,
+  count: ArrayLike<number>,
+): Tensor {
+  const { batch, maxLen } = cache;
+  if (start.length !== batch || count.length !== batch) {
+    throw new Error(
+      `kvSlots: ${start.length} starts and ${count.length} counts for a cache of batch ${batch}`,
+    );
+  }
+  let n = 0;
+  for (let b = 0; b < batch; b++) {
+    const s0 = start[b];
+    const c = count[b];
+    if (!Number.isInteger(s0) || !Number.isInteger(c) || s0 < 0 || c < 0 || s0 + c > maxLen) {
+      throw new Error(
+        `kvSlots: row ${b} adds ${c} tokens at slot ${s0}: must be integers >= 0 within the cache's maxLen ${maxLen}`,
+      );
+    }
+    n += c;
+  }
+  const slots = new Uint32Array(n);
+  let i = 0;
+  for (let b = 0; b < batch; b++) for (let t = 0; t < count[b]; t++) slots[i++] = b * maxLen + start[b] + t;
+  return gpu.upload(slots, [n], 'u32', 'kvcache.slots');
+}
+
+/**
+ * kvSlots for a uniform block: the Tq newest tokens of each row, which then holds rowLen[b] tokens
+ * (Tq <= rowLen[b] <= maxLen), at slots rowLen[b] - Tq .. rowLen[b] - 1.
  */
 export function kvRowLengths(gpu: Gpu, cache: KvCache, rowLen: ArrayLike<number>, Tq: number): Tensor {
   if (rowLen.length !== cache.batch) {
@@ -320,29 +355,44 @@ export function kvRowLengths(gpu: Gpu, cache: KvCache, rowLen: ArrayLike<number>
       );
     }
   }
-  return gpu.upload(Uint32Array.from(rowLen), [cache.batch], 'u32', 'kvcache.rowLen');
-}
-
-/** A validated row-length tensor: the caller's, or a temporary upload of a CPU array. */
-function rowLenTensor(
-  gpu: Gpu,
-  fn: string,
-  cache: KvCache,
-  rowLen: Tensor | ArrayLike<number>,
-  Tq: number,
-): { t: Tensor; temp: boolean } {
-  if (!(rowLen instanceof Tensor)) return { t: kvRowLengths(gpu, cache, rowLen, Tq), temp: true };
-  if (rowLen.dtype !== 'u32' || rowLen.size !== cache.batch) {
-    throw new Error(`${fn}: rowLen is ${shapeOf(rowLen)} ${rowLen.dtype}, expected [${cache.batch}] u32`);
-  }
-  return { t: rowLen, temp: false };
+  return kvSlots(
+    gpu,
+    cache,
+    Array.from(rowLen, (n) => n - Tq),
+    new Array(cache.batch).fill(Tq),
+  );
 }
 
 /**
- * Writes the Tq newest tokens of each row into the cache: row b*Tq + t of kNew/vNew
- * [batch*Tq, nKv*hd] and segNew [batch*Tq] go to slot rowLen[b] - Tq + t of row b.
- * rowLen: per-row valid lengths after the append, as a CPU array (validated here) or a tensor made
- * by kvRowLengths. (Kernel guard: a row whose length is out of range is left untouched.)
+ * The slots of N new tokens: the caller's tensor (from kvSlots or kvRowLengths), or a temporary one
+ * for a uniform block from per-row lengths (Tq = N / batch).
+ */
+function slotsTensor(
+  gpu: Gpu,
+  fn: string,
+  cache: KvCache,
+  slots: Tensor | ArrayLike<number>,
+  N: number,
+): { t: Tensor; temp: boolean } {
+  if (!(slots instanceof Tensor)) {
+    if (N % cache.batch !== 0) {
+      throw new Error(`${fn}: ${N} new tokens are not a uniform block over batch ${cache.batch}`);
+    }
+    return { t: kvRowLengths(gpu, cache, slots, N / cache.batch), temp: true };
+  }
+  if (slots.dtype !== 'u32' || slots.size !== N) {
+    throw new Error(
+      `${fn}: slots is ${shapeOf(slots)} ${slots.dtype}, expected [${N}] u32 (one per new token)`,
+    );
+  }
+  return { t: slots, temp: false };
+}
+
+/**
+ * Writes N new tokens into the cache: row i of kNew/vNew [N, nKv*hd] and segNew [N] goes to cache
+ * row slots[i]. slots: a tensor from kvSlots (ragged) or kvRowLengths (uniform), or per-row lengths
+ * after the append as a CPU array (a uniform block of N / batch tokens per row, validated here).
+ * (Kernel guard: a slot outside the cache is skipped.)
  */
 export function kvCacheAppend(
   gpu: Gpu,
@@ -350,15 +400,16 @@ export function kvCacheAppend(
   kNew: Tensor,
   vNew: Tensor,
   segNew: Tensor,
-  rowLen: Tensor | ArrayLike<number>,
+  slots: Tensor | ArrayLike<number>,
 ): void {
   const fn = 'kvCacheAppend';
-  const { N, T: Tq } = checkSeg(fn, segNew, cache.batch);
+  if (segNew.dtype !== 'u32') throw new Error(`${fn}: segNew must be u32 segment ids, got ${segNew.dtype}`);
+  const N = segNew.size;
   const kw = cache.nKvHeads * cache.headDim;
-  checkMatrix(fn, 'kNew', kNew, N, kw, 'newest tokens × nKvHeads*headDim');
-  checkMatrix(fn, 'vNew', vNew, N, kw, 'newest tokens × nKvHeads*headDim');
+  checkMatrix(fn, 'kNew', kNew, N, kw, 'new tokens × nKvHeads*headDim');
+  checkMatrix(fn, 'vNew', vNew, N, kw, 'new tokens × nKvHeads*headDim');
   if (N === 0) return;
-  const { t, temp } = rowLenTensor(gpu, fn, cache, rowLen, Tq);
+  const { t, temp } = slotsTensor(gpu, fn, cache, slots, N);
   const dims = {
     batch: cache.batch,
     nHeads: cache.nKvHeads,
@@ -369,7 +420,7 @@ export function kvCacheAppend(
   const z = Math.ceil(N / maxWg);
   gpu.dispatch(
     kernel(gpu, 'kv_append'),
-    [kNew, vNew, segNew, cache.k, cache.v, cache.seg, params(gpu, N, Tq, cache.maxLen, dims), t],
+    [kNew, vNew, segNew, cache.k, cache.v, cache.seg, params(gpu, N, 0, cache.maxLen, dims), t],
     [Math.ceil(kw / 4 / WG), Math.ceil(N / z), z],
     2 * N * kw,
   );
@@ -384,16 +435,16 @@ export interface AttentionDecodeOptions {
 }
 
 /**
- * Attention of the Tq newest tokens of each row (already appended with kvCacheAppend) to the cache.
- * q [batch*Tq, nHeads*hd] → o [batch*Tq, nHeads*hd], lse [batch*Tq, nHeads]. Query t of row b sits
- * at slot rowLen[b] - Tq + t and attends slots <= its own with its own segment id, so the result
- * equals attentionForward over the cache contents at those slots. Tq = q rows / batch.
+ * Attention of N new tokens (already appended with kvCacheAppend, same slots) to the cache.
+ * q [N, nHeads*hd] → o [N, nHeads*hd], lse [N, nHeads]. The token at cache row slots[i] = b*maxLen
+ * + s attends row b's slots <= s with its own segment id, so the result equals attentionForward
+ * over the cache contents at those slots. slots: as kvCacheAppend's.
  */
 export function attentionDecode(
   gpu: Gpu,
   q: Tensor,
   cache: KvCache,
-  rowLen: Tensor | ArrayLike<number>,
+  slots: Tensor | ArrayLike<number>,
   options: AttentionDecodeOptions,
 ): { o: Tensor; lse: Tensor } {
   const fn = 'attentionDecode';
@@ -401,20 +452,19 @@ export function attentionDecode(
   const { batch, nKvHeads, headDim, maxLen } = cache;
   checkHeads(fn, nHeads, nKvHeads, headDim);
   const qw = nHeads * headDim;
-  if (q.size % (batch * qw) !== 0) {
-    throw new Error(`${fn}: q is ${shapeOf(q)}, expected [batch*Tq, ${qw}] with batch ${batch}`);
+  if (q.size % qw !== 0) {
+    throw new Error(`${fn}: q is ${shapeOf(q)}, expected [new tokens, ${qw}]`);
   }
   const N = q.size / qw;
-  const Tq = N / batch;
-  checkMatrix(fn, 'q', q, N, qw, 'newest tokens × nHeads*headDim');
+  checkMatrix(fn, 'q', q, N, qw, 'new tokens × nHeads*headDim');
   const o = output(gpu, options.out, fn, 'out', [N, qw]);
   const lse = output(gpu, options.lse, fn, 'lse', [N, nHeads]);
   if (N === 0) return { o, lse };
-  const { t, temp } = rowLenTensor(gpu, fn, cache, rowLen, Tq);
+  const { t, temp } = slotsTensor(gpu, fn, cache, slots, N);
   const dims = { batch, nHeads, nKvHeads, headDim, scale: options.scale };
   gpu.dispatch(
     kernel(gpu, 'attn_decode'),
-    [q, cache.k, cache.v, cache.seg, o, lse, params(gpu, N, Tq, maxLen, dims), t],
+    [q, cache.k, cache.v, cache.seg, o, lse, params(gpu, N, 0, maxLen, dims), t],
     rowGrid(gpu, N, nHeads),
     N * maxLen * nHeads * headDim * 4,
   );
