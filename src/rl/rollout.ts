@@ -3,7 +3,10 @@
 // A batch is tasks × G samples: rows R = tasks.length · G, row r plays task floor(r / G) as sample
 // r % G (its GRPO group is the task index). Every row has its own ToolEnv (tools from toolsFor(task))
 // and all rows decode together in ONE TurnSampler (a GenerationSession: one KV cache, one batched
-// forward per step). A row's token sequence is built only from ids, never from re-encoded text:
+// forward per step over the rows that have new tokens: appends are packed without padding, so a
+// finished row costs nothing). The G samples of a task share its prompt, which is prefilled in the
+// group's first row and copied to the others (TurnSampler.copyRow). A row's token sequence is built
+// only from ids, never from re-encoded text:
 //
 //   ids     = prompt | turn 0: policy ids (…, <|im_end|>) | env ids | turn 1: policy ids | env ids | …
 //   prompt  = tokenizer.encodeChat(env.reset().messages, { tools, addGenerationPrompt: true })
@@ -89,6 +92,8 @@ export interface TurnSampler {
   append(tokens: ReadonlyArray<ArrayLike<number>>): void;
   /** Samples one turn for the active rows (stop ids, per-row caps: see GenerateOptions). */
   sample(options: GenerateOptions): Promise<GenerateResult>;
+  /** Optional: makes rows `to` copies of row `from` (a prompt the G samples share is prefilled once). */
+  copyRow?(from: number, to: readonly number[]): void;
   release(): void;
 }
 
@@ -303,6 +308,9 @@ function appendInBlocks(sampler: TurnSampler, rows: readonly (readonly number[])
 
 const seconds = (t0: number) => (performance.now() - t0) / 1000;
 
+const sameIds = (a: readonly number[], b: readonly number[]) =>
+  a.length === b.length && a.every((id, i) => id === b[i]);
+
 /**
  * Plays tasks × samplesPerTask episodes together; see the file header for the token layout, budgets
  * and event order. Returns (and yields last, as 'rollout_done') the trajectories in row order.
@@ -385,7 +393,19 @@ export async function* rolloutStream<T extends EnvTask>(
     if (sampler.batch !== rows.length)
       throw new RolloutError(`rollout: the sampler has ${sampler.batch} rows, the batch ${rows.length}`);
     t0 = performance.now();
-    appendInBlocks(sampler, prompts, appendBlock);
+    // The G samples of a task start from the same prompt: prefill it in the group's first row and
+    // copy that row's cache to the others (when the sampler can; the ids are checked equal).
+    const shareable =
+      G > 1 && sampler.copyRow !== undefined && prompts.every((p, r) => sameIds(p, prompts[r - (r % G)]));
+    appendInBlocks(sampler, shareable ? prompts.map((p, r) => (r % G === 0 ? p : [])) : prompts, appendBlock);
+    if (shareable) {
+      for (let r = 0; r < rows.length; r += G) {
+        sampler.copyRow!(
+          r,
+          Array.from({ length: G - 1 }, (_, s) => r + 1 + s),
+        );
+      }
+    }
     stats.samplingSeconds += seconds(t0);
 
     for (let turn = 0; rows.some((r) => !r.done); turn++) {

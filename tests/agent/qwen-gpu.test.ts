@@ -178,6 +178,37 @@ describe('QwenGpuModel KV-cache generation', () => {
     model.release();
   });
 
+  it('copyRow shares a prefilled prompt: copies sample and continue exactly as rows that prefilled it', async () => {
+    const gpu = await getTestGpu();
+    const { config, weights } = tiny('tiny-qwen3-v512');
+    const V = config.vocabSize;
+    const model = new QwenGpuModel(gpu, config, weights);
+    const prompt = tokens(7, 41, V);
+    const opts = { maxNewTokens: 5, temperature: 1, seed: 3 };
+    const full = model.startSession(3, 24);
+    full.append([prompt, prompt, prompt]);
+    const want = await full.sample(opts);
+    const shared = model.startSession(3, 24);
+    shared.append([prompt, [], []]);
+    shared.copyRow(0, [1, 2]);
+    expect(shared.rowLengths()).toEqual([7, 7, 7]);
+    const got = await shared.sample(opts);
+    expect(got.tokens).toEqual(want.tokens);
+    expect(got.logprobs).toEqual(want.logprobs);
+    // The copies' caches hold the prompt: after an append their logits equal a full recompute.
+    const more = [tokens(2, 42, V), tokens(3, 43, V), tokens(1, 44, V)];
+    shared.append(more);
+    const logits = await shared.readLogits();
+    for (let b = 0; b < 3; b++) {
+      const seq = [...prompt, ...got.tokens[b], ...more[b]];
+      const ref = qwenForward(config, weights, seq).logits.subarray((seq.length - 1) * V, seq.length * V);
+      expect(rowsError(logits.subarray(b * V, (b + 1) * V), ref, V), `row ${b}`).toBeLessThanOrEqual(1e-4);
+    }
+    expect(() => shared.copyRow(0, [3])).toThrow(/row 3 is outside the session's 3 rows/);
+    for (const s of [full, shared]) s.release();
+    model.release();
+  });
+
   it('maxNewTokensPerRow caps one row without changing the tokens of the others', async () => {
     const gpu = await getTestGpu();
     const { config, weights } = tiny('tiny-qwen2-v512');
@@ -185,7 +216,7 @@ describe('QwenGpuModel KV-cache generation', () => {
     const prompts = [tokens(4, 31, 512), tokens(6, 32, 512)];
     const opts = { maxNewTokens: 5, temperature: 1, seed: 9 };
     const free = await model.generate(prompts, opts);
-    // Row 0 capped at 2: it needs only 4 + 2 + 1 slots, which the uncapped rule (4 + 5 - 1) would exceed.
+    // Row 0 capped at 2; row 1 needs 6 + 4 slots (its last token waits in the tail).
     const session = model.startSession(2, 11);
     session.append(prompts);
     const capped = await session.sample({ ...opts, maxNewTokensPerRow: [2, 5] });

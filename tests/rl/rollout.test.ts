@@ -557,12 +557,23 @@ function tinyRealVocabModel(gpu: Awaited<ReturnType<typeof getTestGpu>>): QwenGp
  * writes one, and the episode would end after one turn): its ids go into the same KV cache, with log-prob
  * 0; every later turn is sampled by the model after prompt + scripted turn + env ids.
  */
-function firstTurnScripted(session: GenerationSession, first: (row: number) => number[]): TurnSampler {
+function firstTurnScripted(
+  session: GenerationSession,
+  first: (row: number) => number[],
+  counts: { copyRow: number } | null = { copyRow: 0 },
+): TurnSampler {
   let turn = 0;
   return {
     batch: session.batch,
     maxLen: session.maxLen,
     append: (tokens) => session.append(tokens),
+    // null: a sampler without copyRow, so every row prefills its own prompt.
+    ...(counts && {
+      copyRow: (from: number, to: readonly number[]) => {
+        counts.copyRow++;
+        session.copyRow(from, to);
+      },
+    }),
     release: () => session.release(),
     async sample(o) {
       if (turn++ > 0) return session.sample(o);
@@ -593,11 +604,13 @@ describe('rollout with the GPU model', () => {
       tokenizer.specialId('imEnd'),
     ];
     const shortTools = pooledSearchTools(data.test.corpus, { maxChars: 200 });
+    const counts = { copyRow: 0 };
     const request = {
       tasks: tasks.slice(0, 2),
       samplesPerTask: 2,
       tokenizer,
-      sampler: (rows: number, maxLen: number) => firstTurnScripted(model.startSession(rows, maxLen), call),
+      sampler: (rows: number, maxLen: number) =>
+        firstTurnScripted(model.startSession(rows, maxLen), call, counts),
       toolsFor: shortTools,
       maxTurns: 3,
       maxNewTokensPerTurn: 24, // the scripted first turns are 19-23 ids
@@ -608,6 +621,8 @@ describe('rollout with the GPU model', () => {
       appendBlock: 8,
     };
     const first = await runRollouts(request);
+    // Each task's prompt was prefilled once and copied to its second sample.
+    expect(counts.copyRow).toBe(2);
     const again = await runRollouts(request);
     const other = await runRollouts({ ...request, seed: 8 });
     const strip = (ts: Trajectory[]) => ts.map((t) => ({ ids: t.ids, logprobs: t.logprobs }));
@@ -645,6 +660,13 @@ describe('rollout with the GPU model', () => {
       expect(t.ids.length).toBeLessThanOrEqual(900);
     }
     expect(compared).toBeGreaterThan(40);
+    // Every row prefilling its own prompt samples the same ids with the same log-probs.
+    const unshared = await runRollouts({
+      ...request,
+      sampler: (rows: number, maxLen: number) =>
+        firstTurnScripted(model.startSession(rows, maxLen), call, null),
+    });
+    expect(strip(unshared.trajectories)).toEqual(strip(first.trajectories));
     // The model itself as the policy, greedy: deterministic whatever the seed, equal within a group.
     const greedy = { ...request, sampler: undefined, model, toolsFor, temperature: 0, maxTurns: 1 };
     const g1 = await runRollouts({ ...greedy, seed: 1 });

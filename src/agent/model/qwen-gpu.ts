@@ -22,7 +22,7 @@ import {
   createKvCache,
   type KvCache,
   kvCacheAppend,
-  kvRowLengths,
+  kvSlots,
 } from '../../gpu/kernels/attention.ts';
 import { add, addInPlace, scaleInPlace, swiglu, swigluBackward } from '../../gpu/kernels/elementwise.ts';
 import { embedding, embeddingBackward } from '../../gpu/kernels/embedding.ts';
@@ -789,29 +789,27 @@ export class QwenGpuModel {
   }
 
   /**
-   * Forward of a [B, Tq] block of new tokens through the cache; returns next-token logits [B, V].
-   * Row b's block holds newCount[b] real tokens first, then padding (right-padded), and lands at cache
-   * slots rowLen[b] - Tq .. rowLen[b] - 1; its logits are those of its last real token (rows with no
-   * new token get zero logits: they have nothing to predict from).
+   * Forward of a packed, ragged block of new tokens through the cache; returns next-token logits
+   * [B, V]. Row b adds count[b] tokens (0 = nothing: a finished row costs no work) at cache slots
+   * start[b] .. start[b] + count[b] - 1; ids and pos hold them row after row. Each row's logits are
+   * those of its last new token (rows with no new token get zero logits: nothing to predict from).
    */
   forwardCached(
     session: GenerationSession,
     ids: Uint32Array,
-    seg: Uint32Array,
     pos: Uint32Array,
-    Tq: number,
-    rowLen: readonly number[],
-    newCount: readonly number[],
+    start: readonly number[],
+    count: readonly number[],
   ): Tensor {
     const { gpu, config: c } = this;
     const B = session.batch;
-    const N = B * Tq;
+    const N = ids.length;
     const idsT = gpu.upload(ids, [N], 'u32', 'gen.ids');
-    const segT = gpu.upload(seg, [N], 'u32', 'gen.seg');
+    const segT = gpu.upload(new Uint32Array(N).fill(1), [N], 'u32', 'gen.seg');
     const posT = gpu.upload(pos, [N], 'u32', 'gen.pos');
     // Uploaded once per step and shared by every layer's cache append and attention.
-    const rowLenT = kvRowLengths(gpu, session.caches[0], rowLen, Tq);
-    const x = embedding(gpu, this.p('model.embed_tokens.weight'), idsT, { seg: segT });
+    const slotsT = kvSlots(gpu, session.caches[0], start, count);
+    const x = embedding(gpu, this.p('model.embed_tokens.weight'), idsT);
     const proj = (input: Tensor, module: string): Tensor => {
       const { y, t } = this.proj(input, module);
       t?.release();
@@ -840,8 +838,8 @@ export class QwenGpuModel {
         k = kn.y;
       }
       ropeQK(gpu, q, k, posT, { headDim: c.headDim, theta: c.ropeTheta, inPlace: true });
-      kvCacheAppend(gpu, cache, k, v, segT, rowLenT);
-      const { o, lse } = attentionDecode(gpu, q, cache, rowLenT, { nHeads: c.numHeads });
+      kvCacheAppend(gpu, cache, k, v, segT, slotsT);
+      const { o, lse } = attentionDecode(gpu, q, cache, slotsT, { nHeads: c.numHeads });
       for (const z of [q, k, v, lse]) z.release();
       const attnOut = proj(o, `${pre}self_attn.o_proj`);
       o.release();
@@ -865,9 +863,10 @@ export class QwenGpuModel {
     // Only each row's last new token feeds the next sample.
     const last = gpu.zeros([B, c.hiddenSize], 'f32', 'gen.last');
     const rowBytes = c.hiddenSize * 4;
-    for (let b = 0; b < B; b++) {
-      if (newCount[b] === 0) continue;
-      const src: Bindable = { tensor: x, offset: (b * Tq + newCount[b] - 1) * rowBytes, size: rowBytes };
+    for (let b = 0, end = 0; b < B; b++) {
+      end += count[b];
+      if (count[b] === 0) continue;
+      const src: Bindable = { tensor: x, offset: (end - 1) * rowBytes, size: rowBytes };
       gpu.copy(src, { tensor: last, offset: b * rowBytes, size: rowBytes });
     }
     x.release();
@@ -876,7 +875,7 @@ export class QwenGpuModel {
     rstd.release();
     const logits = linear(gpu, hf, this.lmHead);
     hf.release();
-    for (const z of [idsT, segT, posT, rowLenT]) z.release();
+    for (const z of [idsT, segT, posT, slotsT]) z.release();
     return logits;
   }
 
@@ -1013,39 +1012,66 @@ export class GenerationSession {
         }
       }
     }
-    const Tq = Math.max(...rows.map((t) => t.length));
-    if (Tq === 0) return;
+    const count = rows.map((t) => t.length);
+    const N = count.reduce((a, n) => a + n, 0);
+    if (N === 0) return;
     for (let b = 0; b < this.batch; b++) {
-      if (this.realLength[b] + Tq > this.maxLen) {
+      if (this.realLength[b] + count[b] > this.maxLen) {
         throw new Error(
-          `append: row ${b} holds ${this.realLength[b]} tokens; a block of ${Tq} slots exceeds the session's maxLen ${this.maxLen}`,
+          `append: row ${b} holds ${this.realLength[b]} tokens; ${count[b]} more exceed the session's maxLen ${this.maxLen}`,
         );
       }
     }
     this.tail = Array.from({ length: this.batch }, () => []);
-    const ids = new Uint32Array(this.batch * Tq);
-    const seg = new Uint32Array(this.batch * Tq);
-    const pos = new Uint32Array(this.batch * Tq);
-    const rowLen = this.realLength.map((n) => n + Tq);
+    // Packed row after row, no padding: a row with nothing new costs no work.
+    const ids = new Uint32Array(N);
+    const pos = new Uint32Array(N);
+    const start = [...this.realLength];
+    let i = 0;
     rows.forEach((row, b) => {
-      // Right-padded: real tokens first, so the padding falls on slots the row's next append reuses.
-      for (let i = 0; i < row.length; i++) {
-        ids[b * Tq + i] = row[i];
-        seg[b * Tq + i] = 1;
-        pos[b * Tq + i] = this.realLength[b] + i;
+      for (let t = 0; t < row.length; t++, i++) {
+        ids[i] = row[t];
+        pos[i] = start[b] + t;
       }
       this.realLength[b] += row.length;
     });
     this.logits?.release();
-    this.logits = this.model.forwardCached(
-      this,
-      ids,
-      seg,
-      pos,
-      Tq,
-      rowLen,
-      rows.map((r) => r.length),
-    );
+    this.logits = this.model.forwardCached(this, ids, pos, start, count);
+  }
+
+  /**
+   * Makes each row of `to` a copy of row `from`: its cache slots, length, pending tail and
+   * next-token logits. The G samples of one question share a prompt: it is prefilled once, in one
+   * row, and copied (buffer copies, no forward). `from` must have logits (it appended last).
+   */
+  copyRow(from: number, to: readonly number[]): void {
+    const B = this.batch;
+    const bad = [from, ...to].find((b) => !Number.isInteger(b) || b < 0 || b >= B);
+    if (bad !== undefined) throw new Error(`copyRow: row ${bad} is outside the session's ${B} rows`);
+    if (!this.logits) throw new Error('copyRow: append tokens first');
+    const gpu = this.model.gpu;
+    const n = this.realLength[from];
+    const targets = to.filter((b) => b !== from);
+    // WebGPU copies never have the same buffer on both sides: through a scratch buffer.
+    const spread = (t: Tensor, rowBytes: number, bytes: number) => {
+      if (bytes === 0) return;
+      const scratch = gpu.empty([bytes / 4], 'u32', 'gen.copyRow');
+      gpu.copy({ tensor: t, offset: from * rowBytes, size: bytes }, scratch);
+      for (const b of targets) gpu.copy(scratch, { tensor: t, offset: b * rowBytes, size: bytes });
+      scratch.release();
+    };
+    for (const cache of this.caches) {
+      const slot = cache.nKvHeads * cache.headDim * 4;
+      spread(cache.k, this.maxLen * slot, n * slot);
+      spread(cache.v, this.maxLen * slot, n * slot);
+    }
+    spread(this.caches[0].seg, this.maxLen * 4, n * 4); // shared by every layer
+    const logitRow = this.model.config.vocabSize * 4;
+    spread(this.logits, logitRow, logitRow);
+    for (const b of targets) {
+      this.realLength[b] = n;
+      this.tail[b] = [...this.tail[from]];
+    }
   }
 
   /** The current next-token logits [B, V] (for tests and for showing the model's top choices). */
@@ -1077,14 +1103,13 @@ export class GenerationSession {
       });
     }
     const rowMax = (b: number) => (isActive(b) ? Math.min(maxNewTokens, perRow?.[b] ?? maxNewTokens) : 0);
-    const pending = Math.max(...this.tail.map((t) => t.length));
     for (let b = 0; b < this.batch; b++) {
-      // Slots row b may touch: each step after the first appends one slot per row (its token, or
-      // padding once it is done), and a row that ends before the batch does gets padding after its
-      // last token.
+      // Slots row b may fill in this call: its pending tail, then each sampled token while another
+      // row goes on (the last step's tokens wait in the tail for the next append). Appends are
+      // packed: a finished row takes no slots.
       const m = rowMax(b);
-      const need = this.realLength[b] + pending + (m < maxNewTokens ? m + 1 : maxNewTokens - 1);
-      if (maxNewTokens > 1 && need > this.maxLen) {
+      const need = this.realLength[b] + this.tail[b].length + Math.min(m, maxNewTokens - 1);
+      if (need > this.maxLen) {
         throw new Error(
           `sample: ${m} new tokens do not fit row ${b}'s ${this.maxLen - this.realLength[b]} free cache slots`,
         );
