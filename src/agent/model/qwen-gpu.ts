@@ -805,6 +805,7 @@ export class QwenGpuModel {
     const B = session.batch;
     const N = ids.length;
     const idsT = gpu.upload(ids, [N], 'u32', 'gen.ids');
+    // Every new token is real (no padding): segment 1, the cache's one sequence per row.
     const segT = gpu.upload(new Uint32Array(N).fill(1), [N], 'u32', 'gen.seg');
     const posT = gpu.upload(pos, [N], 'u32', 'gen.pos');
     // Uploaded once per step and shared by every layer's cache append and attention.
