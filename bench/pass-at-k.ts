@@ -6,14 +6,10 @@
 // differs between samples, the share whose reward differs at all, and the mean in-group reward std.
 // Greedy EM of the same questions is printed beside them (temperature 0, one sample).
 // The sampling seed is fixed (12345), so a rerun on the same adapter draws the same episodes.
-import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { loadCheckpoint } from '../src/agent/model/checkpoint.ts';
-import { directorySource } from '../src/agent/model/node-fs.ts';
-import { Gpu } from '../src/gpu/runtime.ts';
-import { ConfigError, parseConfigText } from '../src/rl/config.ts';
 import { groupSignal } from '../src/rl/group-signal.ts';
-import { episodeReward, Trainer } from '../src/rl/trainer.ts';
+import { episodeReward } from '../src/rl/trainer.ts';
+import { benchTrainer } from './trainer-cli.ts';
 
 const SAMPLING_SEED = 12345;
 const USAGE =
@@ -52,21 +48,8 @@ const splits = (values.splits ?? '').split(',');
 if (splits.some((s) => s !== 'test' && s !== 'train'))
   fail(`--splits takes test and/or train, got ${values.splits}`);
 
-let config: ReturnType<typeof parseConfigText>;
-try {
-  config = parseConfigText(await readFile(values.config, 'utf8'), values.config);
-} catch (e) {
-  if (e instanceof ConfigError) fail(e.message);
-  fail(`cannot read ${values.config}: ${(e as Error).message}`);
-}
-if (values.model) config.model.path = values.model;
-const initial = await loadCheckpoint(directorySource(config.model.path), { requireTokenizer: true }).catch(
-  (e: Error) => fail(`cannot load the model at ${config.model.path}: ${e.message}`),
-);
-const gpu = await Gpu.create();
-console.log(`adapter: ${gpu.report.kind} — ${gpu.report.description || gpu.report.device}`);
+const { config, gpu, trainer } = await benchTrainer(values.config, values.model, fail);
 console.log(`model ${config.model.path}, ${n} questions × ${samples} samples, config ${config.name}`);
-const trainer = await Trainer.create(gpu, config, initial);
 const w = config.reward.processWeight;
 for (const split of splits as ('test' | 'train')[]) {
   const greedy = await trainer.evaluate(n, split);

@@ -6,14 +6,9 @@
 // CPU env. Each rep runs twice on the same questions and seed: with the group's prompt prefilled once
 // and copied to its samples (copyRow, what the trainer does) and with every row prefilling its own,
 // and prints the ratio, measured in one run on one adapter.
-import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { loadCheckpoint } from '../src/agent/model/checkpoint.ts';
-import { directorySource } from '../src/agent/model/node-fs.ts';
-import { Gpu } from '../src/gpu/runtime.ts';
-import { ConfigError, parseConfigText } from '../src/rl/config.ts';
 import { runRollouts, type TurnSampler } from '../src/rl/rollout.ts';
-import { Trainer } from '../src/rl/trainer.ts';
+import { benchTrainer } from './trainer-cli.ts';
 
 const USAGE =
   'usage: npm run bench:rollout -- --config configs/<name>.json [--model DIR] [--questions 8] [--samples 8] [--reps 2] [--temperature 0.5]';
@@ -29,7 +24,7 @@ try {
       model: { type: 'string' },
       questions: { type: 'string' },
       samples: { type: 'string' },
-      reps: { type: 'string', default: '2' },
+      reps: { type: 'string' },
       temperature: { type: 'string' },
     },
     strict: true,
@@ -38,32 +33,24 @@ try {
   fail((e as Error).message);
 }
 if (!values.config) fail('--config is required');
-let config: ReturnType<typeof parseConfigText>;
-try {
-  config = parseConfigText(await readFile(values.config, 'utf8'), values.config);
-} catch (e) {
-  if (e instanceof ConfigError) fail(e.message);
-  fail(`cannot read ${values.config}: ${(e as Error).message}`);
-}
-const positive = (name: string, fallback: number) => {
-  const v = values[name] === undefined ? fallback : Number(values[name]);
+// Arguments are checked before the model loads; unset ones default to the config's.
+const given = (name: string): number | undefined => {
+  if (values[name] === undefined) return undefined;
+  const v = Number(values[name]);
   if (!Number.isInteger(v) || v < 1) fail(`--${name} must be a positive integer, got ${values[name]}`);
   return v;
 };
-const Q = positive('questions', config.rollout.questionsPerStep);
-const G = positive('samples', config.rollout.samplesPerQuestion);
-const reps = positive('reps', 2);
-const temperature =
-  values.temperature === undefined ? config.rollout.temperature : Number(values.temperature);
-if (!(temperature >= 0)) fail(`--temperature must be >= 0, got ${values.temperature}`);
-if (values.model) config.model.path = values.model;
-const initial = await loadCheckpoint(directorySource(config.model.path), { requireTokenizer: true }).catch(
-  (e: Error) => fail(`cannot load the model at ${config.model.path}: ${e.message}`),
-);
-const gpu = await Gpu.create();
-console.log(`adapter: ${gpu.report.kind} — ${gpu.report.description || gpu.report.device}`);
+const questions = given('questions');
+const samples = given('samples');
+const reps = given('reps') ?? 2;
+const temperatureArg = values.temperature === undefined ? undefined : Number(values.temperature);
+if (temperatureArg !== undefined && !(temperatureArg >= 0))
+  fail(`--temperature must be >= 0, got ${values.temperature}`);
+const { config, gpu, trainer } = await benchTrainer(values.config, values.model, fail);
+const Q = questions ?? config.rollout.questionsPerStep;
+const G = samples ?? config.rollout.samplesPerQuestion;
+const temperature = temperatureArg ?? config.rollout.temperature;
 console.log(`model ${config.model.path}, ${Q} questions × ${G} samples, temperature ${temperature}`);
-const trainer = await Trainer.create(gpu, config, initial);
 
 /** The policy's session, timing appends (synced) and turns; `share` false hides copyRow. */
 function timedSampler(share: boolean, times: { append: number; sample: number; tokens: number }) {
