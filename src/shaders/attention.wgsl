@@ -40,8 +40,8 @@ const MAX_HD4 = 32u;
 const NEG_BIG = -1.0e30;
 
 struct Params {
-  nQ: u32,    // query rows (B*T for training, B*Tq for decoding)
-  Tq: u32,    // query rows per batch row
+  nQ: u32,    // query rows (B*T for training, the N new tokens for decoding)
+  Tq: u32,    // query rows per batch row (training; 0 for attn_decode and kv_append, which use slots)
   S: u32,     // key slots per batch row
   nH: u32,    // query heads
   nKv: u32,   // kv heads
