@@ -17,7 +17,7 @@
 # Env: DEADLINE_S (default 540): seconds after which no part starts and running ones are cut.
 #   learn: SFT_CONFIG, SFT_STEPS (306), SFT_MINUTES (3), WARM_START (a carried checkpoint: no SFT),
 #   LEARN_RUNS (config names), EVAL_RESERVE_S (100: kept for the replay and the packing),
-#   LEARN_QUESTIONS (400: questions of the replay).
+#   LEARN_QUESTIONS (400: questions of the replay), LEARN_REPLAY (last, or all: every checkpoint).
 #   bash scripts/device/run.sh [part ...]
 set -u
 cd "$(dirname "$0")/../.."
@@ -141,17 +141,23 @@ for part in "${parts[@]}"; do
       # table of docs/results.md (greedy: the config's sampling settings do not enter).
       left=$((deadline - $(date +%s) - 20))
       t0=$(date +%s)
+      # LEARN_REPLAY=all replays every checkpoint of a run (the curve), oldest last so that a cut
+      # deadline loses the middle of a curve, not its end; the default replays the last one only.
       for cfg in sft-pointer-worlds "${learn_runs[@]}"; do
-        last=$(ls -d "$runs/$cfg"/checkpoints/step-* 2>/dev/null | tail -n 1)
-        [[ -n $last ]] || continue
-        timeout -k 5 "$left" node $js/scripts/train.js --config configs/grpo-pointer-noise-t05.json --evaluate-only \
-          --model "$last" --questions "${LEARN_QUESTIONS:-400}" --json "$runs/$cfg/replay.json" 2>&1 |
-          grep -v '^Warning: maxDynamic' >"$runs/$cfg/replay.log" &
+        ckpts=$(ls -d "$runs/$cfg"/checkpoints/step-* 2>/dev/null | sort -r)
+        [[ ${LEARN_REPLAY:-last} == all ]] || ckpts=$(head -n 1 <<<"$ckpts")
+        for ckpt in $ckpts; do
+          step=$(basename "$ckpt")
+          timeout -k 5 "$left" node $js/scripts/train.js --config configs/grpo-pointer-noise-t05.json --evaluate-only \
+            --model "$ckpt" --questions "${LEARN_QUESTIONS:-400}" --json "$runs/$cfg/replay-$step.json" 2>&1 |
+            grep -v '^Warning: maxDynamic' >"$runs/$cfg/replay-$step.log" &
+        done
       done
       wait
       echo "== learn: replays done, $(($(date +%s) - t0)) s" | tee -a "$OUT/learn.log"
-      for cfg in sft-pointer-worlds "${learn_runs[@]}"; do
-        echo "--- $cfg replay: $(grep -E 'EM' "$runs/$cfg/replay.log" 2>/dev/null | head -n 3 | tr '\n' ' ')" >>"$OUT/learn.log"
+      for log in "$runs"/*/replay-*.log; do
+        [[ -f $log ]] || continue
+        echo "--- ${log#$runs/} replay: $(grep -E 'EM' "$log" | head -n 3 | tr '\n' ' ')" >>"$OUT/learn.log"
       done
     fi
     # Pack: everything but the checkpoints in one file; each run's last policy weights, two runs a file
