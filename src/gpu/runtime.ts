@@ -87,6 +87,8 @@ export interface GpuStats {
   /** Waits that slept first (Node), and how many of those found the work done on waking. */
   sleptWaits: number;
   oversleptWaits: number;
+  /** The largest tensor (bytes asked for) acquired since resetLargestBuffer(): what one binding may need. */
+  largestBuffer: number;
 }
 
 type Workgroups = readonly [number, number?, number?];
@@ -160,6 +162,7 @@ export class Gpu {
     kernels: 0,
     sleptWaits: 0,
     oversleptWaits: 0,
+    largestBuffer: 0,
   };
 
   static async create(options: GpuOptions = {}): Promise<Gpu> {
@@ -199,6 +202,11 @@ export class Gpu {
   /** Starts a new peak measurement: peakLiveBytes becomes the current live bytes. */
   resetPeakMemory(): void {
     this.counters.peakLiveBytes = this.counters.liveBytes;
+  }
+
+  /** Starts a new measurement of stats.largestBuffer. */
+  resetLargestBuffer(): void {
+    this.counters.largestBuffer = 0;
   }
 
   // ---------------------------------------------------------------- buffers and tensors
@@ -242,6 +250,7 @@ export class Gpu {
     }
     this.counters.liveBytes += size;
     this.counters.peakLiveBytes = Math.max(this.counters.peakLiveBytes, this.counters.liveBytes);
+    this.counters.largestBuffer = Math.max(this.counters.largestBuffer, bytes);
     return buffer;
   }
 

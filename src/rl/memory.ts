@@ -56,32 +56,51 @@ export interface MicroBatchChoice {
   plan: MemoryPlan;
   /** The budget in bytes (0 = none). */
   budget: number;
-  /** Whether plan.peak fits the budget (always with no budget). */
+  /** Whether plan.peak fits the budget (always with no budget) and every tensor fits one binding. */
   fits: boolean;
+  /** The adapter's maxStorageBufferBindingSize the choice respects (0 = not checked). */
+  bindingLimit: number;
+  /** Whether plan.largestBinding fits bindingLimit (always when it is 0). */
+  fitsBinding: boolean;
   /** Whether `rows` was chosen by the planner (train.microBatchRows = 0) or set in the config. */
   auto: boolean;
 }
 
 /**
  * The micro-batch of a run: train.microBatchRows when set (capped at the update's rows), else the
- * largest number of rows whose planned peak fits `budgetBytes` (train.memoryBudgetMiB by default), or
- * the whole update without a budget. When not even one row fits, `fits` is false and `rows` is 1.
- * Pure: nothing is allocated.
+ * largest number of rows whose planned peak fits `budgetBytes` (train.memoryBudgetMiB by default) and
+ * whose largest activation fits `bindingLimitBytes` (the adapter's maxStorageBufferBindingSize, 0 =
+ * unchecked; 128 MiB on lavapipe, SwiftShader and many laptops: 32 × 8 episodes of 1,024 tokens bind
+ * 384 MiB at qwen-tiny's MLP), or the whole update when neither limits it. When not even one row
+ * fits, `fits` is false and `rows` is 1. Pure: nothing is allocated.
  */
 export function pickMicroBatchRows(
   model: ModelConfig,
   config: TrainConfig,
   budgetBytes = config.train.memoryBudgetMiB * MiB,
+  bindingLimitBytes = 0,
 ): MicroBatchChoice {
   const whole = updateRows(config);
-  const fitsIn = (plan: MemoryPlan) => budgetBytes <= 0 || plan.peak <= budgetBytes;
+  const fitsBindingOf = (plan: MemoryPlan) =>
+    bindingLimitBytes <= 0 || plan.largestBinding <= bindingLimitBytes;
+  const fitsIn = (plan: MemoryPlan) => (budgetBytes <= 0 || plan.peak <= budgetBytes) && fitsBindingOf(plan);
   const at = (rows: number, auto: boolean): MicroBatchChoice => {
     const plan = trainingMemoryPlan(model, config, rows);
-    return { rows, updateRows: whole, plan, budget: budgetBytes, fits: fitsIn(plan), auto };
+    const fitsBinding = fitsBindingOf(plan);
+    return {
+      rows,
+      updateRows: whole,
+      plan,
+      budget: budgetBytes,
+      fits: fitsIn(plan),
+      bindingLimit: bindingLimitBytes,
+      fitsBinding,
+      auto,
+    };
   };
   const set = config.train.microBatchRows;
   if (set > 0) return at(Math.min(set, whole), false);
-  if (budgetBytes <= 0) return at(whole, true);
+  if (budgetBytes <= 0 && bindingLimitBytes <= 0) return at(whole, true);
   // The planned peak does not fall as rows grow: the largest fitting size by bisection.
   let lo = 1;
   let hi = whole;

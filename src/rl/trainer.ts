@@ -50,6 +50,7 @@ import {
 } from '../env/tasks/synthetic.ts';
 import type { ToolEnvOptions } from '../env/tool-env.ts';
 import { corpusSearchTools, type TaskTools } from '../env/tools/search.ts';
+import { formatBytes } from '../gpu/errors.ts';
 import {
   gaeAdvantageReturn,
   grpoOutcomeAdvantage,
@@ -261,7 +262,7 @@ export class Trainer {
     this.config = config;
     this.initial = initial;
     this.storage = storage;
-    this.microBatch = pickMicroBatchRows(initial.config, config);
+    this.microBatch = pickTrainerMicroBatch(gpu, initial, config);
     this.tokenizer = QwenTokenizer.fromFiles(initial.tokenizerFiles);
     const weights = new Map([...initial.tensors].map(([k, t]) => [k, { shape: t.shape, data: t.data }]));
     // A LoRA run may keep its frozen base in half precision (model.frozenWeights), uploaded as such.
@@ -334,7 +335,16 @@ export class Trainer {
   ): Promise<Trainer> {
     if (initial.tokenizerFiles.size === 0)
       throw new Error(`the model at ${config.model.path} has no tokenizer files`);
-    const choice = pickMicroBatchRows(initial.config, config);
+    const choice = pickTrainerMicroBatch(gpu, initial, config);
+    if (!choice.fitsBinding) {
+      throw new Error(
+        `one forward of ${describeMicroBatch(choice)} at rollout.maxTotalTokens ${config.rollout.maxTotalTokens} ` +
+          `binds a ${formatBytes(choice.plan.largestBinding)} tensor, over this adapter's ` +
+          `maxStorageBufferBindingSize (${formatBytes(choice.bindingLimit)}): ` +
+          (choice.auto ? '' : 'lower train.microBatchRows (0 picks the largest micro-batch that fits) or ') +
+          'lower rollout.maxTotalTokens',
+      );
+    }
     if (!choice.fits) {
       const rolloutBound =
         choice.plan.rollout > 0 && choice.plan.weights + choice.plan.rollout >= choice.plan.updatePeak;
@@ -1352,6 +1362,12 @@ async function readOptimizer(storage: RunStorage, path: string, steps: Record<st
     params[name] = { step, m: tensorToFloat32(file, `m/${name}`), v: tensorToFloat32(file, `v/${name}`) };
   }
   return { version: 1 as const, params };
+}
+
+/** The run's micro-batch on this adapter: the memory budget and the adapter's binding limit. */
+function pickTrainerMicroBatch(gpu: Gpu, initial: Checkpoint, config: TrainConfig): MicroBatchChoice {
+  const budget = config.train.memoryBudgetMiB * 1024 * 1024;
+  return pickMicroBatchRows(initial.config, config, budget, gpu.limits.maxStorageBufferBindingSize);
 }
 
 /**

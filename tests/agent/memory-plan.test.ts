@@ -24,7 +24,7 @@ async function measuredPeak(
     share: number;
     frozen: 'f32' | 'f16' | 'bf16';
   },
-): Promise<number> {
+): Promise<{ peak: number; largest: number }> {
   const gpu = await getTestGpu();
   const base = gpu.stats.liveBytes;
   gpu.resetPeakMemory();
@@ -41,14 +41,16 @@ async function measuredPeak(
   );
   const N = s.rows * s.tokens;
   const mask = Uint32Array.from({ length: N }, (_, i) => (i % 10 < s.share * 10 ? 1 : 0));
+  gpu.resetLargestBuffer(); // the weights' tensors are bound in chunks by their kernels
   const fwd = model.forward(packBatch(seqs), new Uint32Array(N).fill(1), mask);
   const g = gpu.upload(new Float32Array(N).fill(1 / N), [N]);
   model.backward(fwd, g);
   const peak = gpu.stats.peakLiveBytes - base;
+  const largest = gpu.stats.largestBuffer;
   fwd.release();
   g.release();
   model.release();
-  return peak;
+  return { peak, largest };
 }
 
 describe('memory planner', () => {
@@ -68,9 +70,10 @@ describe('memory planner', () => {
             for (const frozen of withLora ? (['f32', 'bf16'] as const) : (['f32'] as const))
               cases.push({ ck, rows, tokens, lora: withLora ? lora : null, recompute, share, frozen });
     const report: string[] = [];
+    const largestRatios: number[] = [];
     for (const s of cases) {
       const weights = s.ck.tensors as unknown as Weights;
-      const measured = await measuredPeak(s.ck.config, weights, s);
+      const { peak: measured, largest } = await measuredPeak(s.ck.config, weights, s);
       const plan = planTrainingMemory({
         config: s.ck.config,
         rows: s.rows,
@@ -86,7 +89,17 @@ describe('memory planner', () => {
       );
       expect(ratio, report.at(-1)).toBeGreaterThan(0.9);
       expect(ratio, report.at(-1)).toBeLessThan(1.1);
+      // every activation the forward/backward allocated fits the binding the planner sizes micro-batches
+      // by; tensors shaped like a weight (its gradient) are bound in chunks, as the weights are
+      const largestWeight = Math.max(...[...weights.values()].map((w) => w.data.length * 4));
+      expect(largest, `${report.at(-1)}: largest tensor`).toBeLessThanOrEqual(
+        Math.max(plan.largestBinding, largestWeight),
+      );
+      largestRatios.push(largest / plan.largestBinding);
     }
+    console.log(
+      `[memory plan] largest tensor / planned largest binding: ${largestRatios.map((r) => r.toFixed(2)).join(' ')}`,
+    );
     console.log(`[memory plan] predicted / measured: ${report.join('; ')}`);
   }, 300_000);
 

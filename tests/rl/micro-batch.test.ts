@@ -291,6 +291,33 @@ describe('micro-batches', () => {
     expect(t.microBatch.rows).toBe(1);
     drop(t);
   });
+
+  it("keeps every activation within the adapter's binding limit; an explicit micro-batch over it is named", async () => {
+    // 32 × 8 episodes of up to 1,024 tokens: 384 MiB per MLP activation in one pass, over the 128 MiB
+    // that lavapipe and SwiftShader bind (a GpuLimitError in the first forward before the planner knew)
+    const big = (microBatchRows: number) =>
+      microConfig((c) => {
+        c.rollout.questionsPerStep = 32;
+        c.rollout.samplesPerQuestion = 8;
+        c.rollout.maxTotalTokens = 1024;
+        c.train.memoryBudgetMiB = 0;
+        c.train.microBatchRows = microBatchRows;
+      });
+    const limit = gpu.limits.maxStorageBufferBindingSize;
+    const bindingAt = (rows: number) => trainingMemoryPlan(initial.config, big(0), rows).largestBinding;
+    const t = await make(big(0));
+    const rows = t.microBatch.rows;
+    drop(t);
+    expect(bindingAt(rows)).toBeLessThanOrEqual(limit);
+    if (rows < 256) expect(bindingAt(rows + 1)).toBeGreaterThan(limit);
+    if (bindingAt(256) <= limit) return; // an adapter that binds it all: nothing to refuse
+    expect(rows).toBeLessThan(256);
+    const before = gpu.stats.liveBytes;
+    await expect(Trainer.create(gpu, big(rows + 1), initial)).rejects.toThrow(
+      /binds a [\d.]+ MiB tensor, over this adapter's maxStorageBufferBindingSize \([\d.]+ MiB\): lower train\.microBatchRows/,
+    );
+    expect(gpu.stats.liveBytes).toBe(before);
+  });
 });
 
 describe('micro-batch planner (pure)', () => {
@@ -336,6 +363,15 @@ describe('micro-batch planner (pure)', () => {
     });
     expect(pickMicroBatchRows(m, budgeted).rows).toBe(3);
     expect(trainingMemoryPlan(m, budgeted).peak).toBe(peaks[2]);
+    // the adapter's binding limit caps the micro-batch like the budget (pure: a given limit)
+    // (at this size the largest is the LM head's logits block, [rows × tokens, vocab], under 64 MiB)
+    const binding = [1, 2, 3, 4].map((r) => trainingMemoryPlan(m, config, r).largestBinding);
+    expect(binding[2]).toBe(3 * config.rollout.maxTotalTokens * m.vocabSize * 4);
+    expect(pickMicroBatchRows(m, config, 0, binding[2]).rows).toBe(3);
+    expect(pickMicroBatchRows(m, config, 0, binding[2] - 1).rows).toBe(2);
+    expect(pickMicroBatchRows(m, config, peaks[1], binding[2]).rows).toBe(2);
+    const tooNarrow = pickMicroBatchRows(m, config, 0, binding[0] - 1);
+    expect([tooNarrow.rows, tooNarrow.fits, tooNarrow.fitsBinding]).toEqual([1, false, false]);
     const explicit = microConfig((c) => (c.train.microBatchRows = 9));
     expect(pickMicroBatchRows(m, explicit).rows).toBe(4);
     expect(pickMicroBatchRows(m, explicit).auto).toBe(false);

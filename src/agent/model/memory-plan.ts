@@ -65,6 +65,12 @@ export interface MemoryPlan {
   updatePeak: number;
   /** The step's peak: persistent memory plus the larger of the update and the rollout. */
   peak: number;
+  /**
+   * The largest single tensor a forward/backward of the batch binds to one kernel: an activation
+   * [N, max(F, H·hd, D)] or the head's logits block. Weight matrices and embedding tables are chunked
+   * by their kernels, activations are not, so this must fit the adapter's maxStorageBufferBindingSize.
+   */
+  largestBinding: number;
 }
 
 /** Floats kept per token per layer by the training forward (without recomputation). */
@@ -137,6 +143,8 @@ export function planTrainingMemory(input: MemoryPlanInput): MemoryPlan {
   // (frozen under LoRA), the layers' steps end with all of them.
   const headGradient = lora ? 0 : V * D * F32;
   const backwardTransient = Math.max(headTransient + headGradient - gradients, layerTransient);
+  const widest = Math.max(F, c.numHeads * c.headDim, c.numKvHeads * c.headDim, D);
+  const largestBinding = Math.max(N * widest * F32, headRows * chunk * F32);
   const updatePeak = weights + activations + gradients + backwardTransient;
 
   // PPO's critic: its own trunk, gradients and moments; its update runs after the actor's.
@@ -159,6 +167,7 @@ export function planTrainingMemory(input: MemoryPlanInput): MemoryPlan {
     rollout,
     updatePeak,
     peak,
+    largestBinding,
   };
 }
 

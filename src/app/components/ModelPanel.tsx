@@ -214,7 +214,13 @@ function LoadProgress() {
 function ModelDetails({ model }: { model: ModelInfo }) {
   const c = model.config;
   const trainConfig = useLab((s) => s.trainConfig);
-  const micro = pickMicroBatchRows(c, trainConfig);
+  const bindingLimit = useLab((s) => s.adapter?.limits.maxStorageBufferBindingSize ?? 0);
+  const micro = pickMicroBatchRows(
+    c,
+    trainConfig,
+    trainConfig.train.memoryBudgetMiB * 1024 * 1024,
+    bindingLimit,
+  );
   const plan = micro.plan;
   const gpuLive = useLab((s) => s.gpuLiveBytes);
   const download = useLab((s) => s.download);
