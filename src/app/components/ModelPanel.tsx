@@ -268,7 +268,7 @@ function ModelDetails({ model }: { model: ModelInfo }) {
         <dt>to train it</dt>
         <dd
           data-testid="model-train-memory"
-          title="the memory planner (src/agent/model/memory-plan.ts) for the Train screen's settings: weights, KL reference, AdamW moments, activations, gradients and the backward's scratch, every episode padded to the token budget; the micro-batch is train.microBatchRows, or the largest that fits train.memoryBudgetMiB"
+          title="the memory planner (src/agent/model/memory-plan.ts) for the Train screen's settings: weights, KL reference, AdamW moments, activations, gradients and the backward's scratch, every episode padded to the token budget; the micro-batch is train.microBatchRows, or the largest that fits train.memoryBudgetMiB and the adapter's maxStorageBufferBindingSize"
         >
           {describeMemoryPlan(plan)}, for{' '}
           {trainConfig.rollout.questionsPerStep * trainConfig.rollout.samplesPerQuestion} episodes of up to{' '}
