@@ -209,6 +209,46 @@ describe('QwenGpuModel KV-cache generation', () => {
     model.release();
   });
 
+  it("an append too large for one forward's bindings runs in blocks: the same logits, samples and cache", async () => {
+    const gpu = await getTestGpu();
+    const { config, weights } = tiny('tiny-qwen3-v512');
+    const V = config.vocabSize;
+    const model = new QwenGpuModel(gpu, config, weights);
+    // the cap follows the adapter's binding limit and the model's widest activation
+    const widest = Math.max(config.intermediateSize, config.numHeads * config.headDim, config.hiddenSize);
+    expect(model.maxTokensPerForward()).toBe(
+      Math.floor(gpu.limits.maxStorageBufferBindingSize / (widest * 4)),
+    );
+    const prompts = [tokens(9, 51, V), [], tokens(4, 52, V), tokens(6, 53, V)];
+    const opts = { maxNewTokens: 4, temperature: 1, seed: 5 };
+    const whole = model.startSession(4, 32);
+    const blocks = model.startSession(4, 32);
+    blocks.maxTokensPerForward = 4; // 19 tokens in blocks of 4: row 0 cut in three, row 2 in two
+    whole.append(prompts);
+    blocks.append(prompts);
+    const [a, b] = [await whole.readLogits(), await blocks.readLogits()];
+    expect(rowsError(b, a, V)).toBeLessThanOrEqual(1e-5);
+    expect(b.subarray(V, 2 * V).every((x) => x === 0)).toBe(true); // row 1 appended nothing
+    const active = [true, false, true, true];
+    const sw = await whole.sample({ ...opts, active });
+    const sb = await blocks.sample({ ...opts, active });
+    expect(sb.tokens).toEqual(sw.tokens);
+    expect(sb.logprobs).toEqual(sw.logprobs);
+    // a tool response for every row (row 1's first tokens), with each row's pending sampled token
+    const more = [tokens(3, 54, V), tokens(5, 55, V), tokens(2, 56, V), tokens(1, 57, V)];
+    whole.append(more);
+    blocks.append(more);
+    expect(blocks.rowLengths()).toEqual(whole.rowLengths());
+    const logits = await blocks.readLogits();
+    for (const r of [0, 1, 2, 3]) {
+      const seq = [...prompts[r], ...sw.tokens[r], ...more[r]];
+      const ref = qwenForward(config, weights, seq).logits.subarray((seq.length - 1) * V, seq.length * V);
+      expect(rowsError(logits.subarray(r * V, (r + 1) * V), ref, V), `row ${r}`).toBeLessThanOrEqual(1e-4);
+    }
+    for (const x of [whole, blocks]) x.release();
+    model.release();
+  });
+
   it('maxNewTokensPerRow caps one row without changing the tokens of the others', async () => {
     const gpu = await getTestGpu();
     const { config, weights } = tiny('tiny-qwen2-v512');

@@ -801,6 +801,50 @@ export class QwenGpuModel {
     start: readonly number[],
     count: readonly number[],
   ): Tensor {
+    const last = this.gpu.zeros([session.batch, this.config.hiddenSize], 'f32', 'gen.last');
+    this.forwardCachedHidden(session, ids, pos, start, count, last);
+    return this.nextTokenLogits(last);
+  }
+
+  /**
+   * The most new tokens one forward may hold so that every activation ([N, max(F, H·hd, D)]) fits
+   * one storage binding: GenerationSession.append splits a larger block (many rows' tool responses,
+   * a large model's prompts) into forwards of at most this many tokens.
+   */
+  maxTokensPerForward(): number {
+    const c = this.config;
+    const widest = Math.max(
+      c.intermediateSize,
+      c.numHeads * c.headDim,
+      c.numKvHeads * c.headDim,
+      c.hiddenSize,
+    );
+    return Math.max(1, Math.floor(this.gpu.limits.maxStorageBufferBindingSize / (widest * 4)));
+  }
+
+  /** Final norm and LM head of the rows' last hidden states [B, D] (released here): logits [B, V]. */
+  nextTokenLogits(last: Tensor): Tensor {
+    const { gpu, config: c } = this;
+    const { y: hf, rstd } = rmsnorm(gpu, last, this.p('model.norm.weight'), { eps: c.rmsNormEps });
+    last.release();
+    rstd.release();
+    const logits = linear(gpu, hf, this.lmHead);
+    hf.release();
+    return logits;
+  }
+
+  /**
+   * The trunk of forwardCached: writes each row's last new hidden state into `last` [B, D] (rows
+   * with no new token keep what `last` holds), so consecutive blocks of one append can share it.
+   */
+  forwardCachedHidden(
+    session: GenerationSession,
+    ids: Uint32Array,
+    pos: Uint32Array,
+    start: readonly number[],
+    count: readonly number[],
+    last: Tensor,
+  ): void {
     const { gpu, config: c } = this;
     const B = session.batch;
     const N = ids.length;
@@ -862,7 +906,6 @@ export class QwenGpuModel {
       m.release();
     }
     // Only each row's last new token feeds the next sample.
-    const last = gpu.zeros([B, c.hiddenSize], 'f32', 'gen.last');
     const rowBytes = c.hiddenSize * 4;
     for (let b = 0, end = 0; b < B; b++) {
       end += count[b];
@@ -871,13 +914,7 @@ export class QwenGpuModel {
       gpu.copy(src, { tensor: last, offset: b * rowBytes, size: rowBytes });
     }
     x.release();
-    const { y: hf, rstd } = rmsnorm(gpu, last, this.p('model.norm.weight'), { eps: c.rmsNormEps });
-    last.release();
-    rstd.release();
-    const logits = linear(gpu, hf, this.lmHead);
-    hf.release();
     for (const z of [idsT, segT, posT, slotsT]) z.release();
-    return logits;
   }
 
   /** Reads the base model's weights back (for saving; without LoRA adapters: see exportAdapter). */
@@ -965,6 +1002,9 @@ export class GenerationSession {
   /** Tokens sampled last but not yet in the cache. */
   private tail: number[][];
 
+  /** New tokens per forward of an append (model.maxTokensPerForward(); tests set less). */
+  maxTokensPerForward: number;
+
   constructor(model: QwenGpuModel, batch: number, maxLen: number) {
     const c = model.config;
     if (!Number.isInteger(batch) || batch < 1) throw new Error(`generation batch must be >= 1, got ${batch}`);
@@ -982,6 +1022,7 @@ export class GenerationSession {
     );
     this.realLength = new Array(batch).fill(0);
     this.tail = Array.from({ length: batch }, () => []);
+    this.maxTokensPerForward = model.maxTokensPerForward();
   }
 
   /** Slots holding real tokens, per row. */
@@ -1037,7 +1078,32 @@ export class GenerationSession {
       this.realLength[b] += row.length;
     });
     this.logits?.release();
-    this.logits = this.model.forwardCached(this, ids, pos, start, count);
+    this.logits = null;
+    const cap = this.maxTokensPerForward;
+    if (N <= cap) {
+      this.logits = this.model.forwardCached(this, ids, pos, start, count);
+      return;
+    }
+    // Too many tokens for one forward's activations to fit a binding: consecutive blocks of the
+    // packed tokens, in order, so a row cut in two sees its first part in the cache.
+    const last = this.model.gpu.zeros([this.batch, this.model.config.hiddenSize], 'f32', 'gen.last');
+    const rowBegin = count.map((_, b) => count.slice(0, b).reduce((a, n) => a + n, 0));
+    for (let i0 = 0; i0 < N; i0 += cap) {
+      const i1 = Math.min(N, i0 + cap);
+      const partStart = start.map((s, b) => s + Math.min(count[b], Math.max(0, i0 - rowBegin[b])));
+      const partCount = count.map((n, b) =>
+        Math.max(0, Math.min(i1, rowBegin[b] + n) - Math.max(i0, rowBegin[b])),
+      );
+      this.model.forwardCachedHidden(
+        this,
+        ids.subarray(i0, i1),
+        pos.subarray(i0, i1),
+        partStart,
+        partCount,
+        last,
+      );
+    }
+    this.logits = this.model.nextTokenLogits(last);
   }
 
   /**
