@@ -1366,8 +1366,7 @@ async function readOptimizer(storage: RunStorage, path: string, steps: Record<st
 
 /** The run's micro-batch on this adapter: the memory budget and the adapter's binding limit. */
 function pickTrainerMicroBatch(gpu: Gpu, initial: Checkpoint, config: TrainConfig): MicroBatchChoice {
-  const budget = config.train.memoryBudgetMiB * 1024 * 1024;
-  return pickMicroBatchRows(initial.config, config, budget, gpu.limits.maxStorageBufferBindingSize);
+  return pickMicroBatchRows(initial.config, config, undefined, gpu.limits.maxStorageBufferBindingSize);
 }
 
 /**

@@ -73,6 +73,16 @@ export interface MemoryPlan {
   largestBinding: number;
 }
 
+/**
+ * The widest per-token activation of a forward, in floats: max(F, H·hd, KV·hd, D). An [N, widest]
+ * tensor must fit one storage binding (activations are not chunked; weights are), which bounds both a
+ * training micro-batch (largestBinding below) and the new tokens of one cached forward
+ * (QwenGpuModel.maxTokensPerForward).
+ */
+export function widestActivation(c: ModelConfig): number {
+  return Math.max(c.intermediateSize, c.numHeads * c.headDim, c.numKvHeads * c.headDim, c.hiddenSize);
+}
+
 /** Floats kept per token per layer by the training forward (without recomputation). */
 export function activationFloatsPerTokenLayer(c: ModelConfig, lora: LoraConfig | null = null): number {
   const D = c.hiddenSize;
@@ -143,8 +153,7 @@ export function planTrainingMemory(input: MemoryPlanInput): MemoryPlan {
   // (frozen under LoRA), the layers' steps end with all of them.
   const headGradient = lora ? 0 : V * D * F32;
   const backwardTransient = Math.max(headTransient + headGradient - gradients, layerTransient);
-  const widest = Math.max(F, c.numHeads * c.headDim, c.numKvHeads * c.headDim, D);
-  const largestBinding = Math.max(N * widest * F32, headRows * chunk * F32);
+  const largestBinding = Math.max(N * widestActivation(c) * F32, headRows * chunk * F32);
   const updatePeak = weights + activations + gradients + backwardTransient;
 
   // PPO's critic: its own trunk, gradients and moments; its update runs after the actor's.

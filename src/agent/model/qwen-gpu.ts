@@ -37,6 +37,7 @@ import type { Bindable, Tensor } from '../../gpu/tensor.ts';
 import type { ModelConfig } from './config.ts';
 import { decodeBf16, decodeF16, encodeBf16, encodeF16 } from './dtype.ts';
 import { type LoraConfig, loraScale, loraTensors } from './lora.ts';
+import { widestActivation } from './memory-plan.ts';
 import { expectedTensors } from './weights.ts';
 
 // ------------------------------------------------------------------------------------ batches
@@ -812,14 +813,8 @@ export class QwenGpuModel {
    * a large model's prompts) into forwards of at most this many tokens.
    */
   maxTokensPerForward(): number {
-    const c = this.config;
-    const widest = Math.max(
-      c.intermediateSize,
-      c.numHeads * c.headDim,
-      c.numKvHeads * c.headDim,
-      c.hiddenSize,
-    );
-    return Math.max(1, Math.floor(this.gpu.limits.maxStorageBufferBindingSize / (widest * 4)));
+    const bytesPerToken = widestActivation(this.config) * 4;
+    return Math.max(1, Math.floor(this.gpu.limits.maxStorageBufferBindingSize / bytesPerToken));
   }
 
   /** Final norm and LM head of the rows' last hidden states [B, D] (released here): logits [B, V]. */
@@ -1069,8 +1064,10 @@ export class GenerationSession {
     const ids = new Uint32Array(N);
     const pos = new Uint32Array(N);
     const start = [...this.realLength];
+    const rowBegin: number[] = []; // where each row's tokens start in the packed block
     let i = 0;
     rows.forEach((row, b) => {
+      rowBegin.push(i);
       for (let t = 0; t < row.length; t++, i++) {
         ids[i] = row[t];
         pos[i] = start[b] + t;
@@ -1087,7 +1084,6 @@ export class GenerationSession {
     // Too many tokens for one forward's activations to fit a binding: consecutive blocks of the
     // packed tokens, in order, so a row cut in two sees its first part in the cache.
     const last = this.model.gpu.zeros([this.batch, this.model.config.hiddenSize], 'f32', 'gen.last');
-    const rowBegin = count.map((_, b) => count.slice(0, b).reduce((a, n) => a + n, 0));
     for (let i0 = 0; i0 < N; i0 += cap) {
       const i1 = Math.min(N, i0 + cap);
       const partStart = start.map((s, b) => s + Math.min(count[b], Math.max(0, i0 - rowBegin[b])));

@@ -215,12 +215,7 @@ function ModelDetails({ model }: { model: ModelInfo }) {
   const c = model.config;
   const trainConfig = useLab((s) => s.trainConfig);
   const bindingLimit = useLab((s) => s.adapter?.limits.maxStorageBufferBindingSize ?? 0);
-  const micro = pickMicroBatchRows(
-    c,
-    trainConfig,
-    trainConfig.train.memoryBudgetMiB * 1024 * 1024,
-    bindingLimit,
-  );
+  const micro = pickMicroBatchRows(c, trainConfig, undefined, bindingLimit);
   const plan = micro.plan;
   const gpuLive = useLab((s) => s.gpuLiveBytes);
   const download = useLab((s) => s.download);
