@@ -8,7 +8,9 @@
 // heads and says so. Env: BENCH_T="128,512,1024", BENCH_HEADS=14, BENCH_REPS=3, BENCH_DKV=rows|chunks
 // (the dK/dV variant; default: the adapter's, src/gpu/kernels/attention.ts).
 import {
+  type AttentionBlocks,
   attentionBackward,
+  attentionBlocks,
   attentionDecode,
   attentionForward,
   createKvCache,
@@ -120,5 +122,60 @@ for (const r of rows) {
     `| ${r.T} | ${r.nH} | ${r.fwd.toFixed(1)} | ${r.fwdBwd.toFixed(1)} | ${(flops(r, 2) / r.fwd / 1e6).toFixed(2)} | ${(flops(r, 7) / r.fwdBwd / 1e6).toFixed(2)} | ${r.decode.toFixed(2)} |`,
   );
 }
+
+// qwen-tiny's attention at the size of a training micro-batch of agent episodes, with the generic
+// loops and with the blocked kernels CPU adapters use by default (attention-blocked.ts), in one run.
+// Rows of different lengths (700 down to 589 tokens, right-padded) as in a real batch.
+if (process.env.BENCH_TINY !== '0') {
+  const [B, T, tnH, tnKv, thd] = [4, 700, 4, 2, 32];
+  const N = B * T;
+  const dims = { batch: B, nHeads: tnH, nKvHeads: tnKv, headDim: thd };
+  const segArr = new Uint32Array(N);
+  for (let b = 0; b < B; b++) segArr.fill(1, b * T, b * T + T - 37 * b);
+  const t = {
+    q: gpu.upload(rand(N * tnH * thd), [N, tnH * thd]),
+    k: gpu.upload(rand(N * tnKv * thd), [N, tnKv * thd]),
+    v: gpu.upload(rand(N * tnKv * thd), [N, tnKv * thd]),
+    dO: gpu.upload(rand(N * tnH * thd), [N, tnH * thd]),
+    seg: gpu.upload(segArr, [N], 'u32'),
+    o: gpu.empty([N, tnH * thd]),
+    lse: gpu.empty([N, tnH]),
+  };
+  const grads = {
+    dq: gpu.empty([N, tnH * thd]),
+    dk: gpu.empty([N, tnKv * thd]),
+    dv: gpu.empty([N, tnKv * thd]),
+  };
+  const blocked = attentionBlocks(gpu, thd);
+  const time = async (block: AttentionBlocks) => {
+    const fwd = await median(() => {
+      attentionForward(gpu, t.q, t.k, t.v, t.seg, { ...dims, out: t.o, lse: t.lse, block: block.fwd });
+    });
+    const bwd = await median(() => {
+      attentionBackward(gpu, t.q, t.k, t.v, t.seg, t.o, t.lse, t.dO, {
+        ...dims,
+        ...grads,
+        dkvVariant: 'rows',
+        dqBlock: block.dq,
+        dkvBlock: block.dkv,
+      });
+    });
+    return { fwd, bwd };
+  };
+  const generic = await time({ fwd: 1, dq: 1, dkv: 1 });
+  const ours = await time(blocked);
+  console.log(`\nqwen-tiny attention (nH ${tnH}, nKv ${tnKv}, hd ${thd}), B=${B} T=${T}, dK/dV rows:`);
+  console.log('| kernels | forward ms | backward ms |');
+  console.log('|---|---|---|');
+  console.log(`| generic loops | ${generic.fwd.toFixed(1)} | ${generic.bwd.toFixed(1)} |`);
+  console.log(
+    `| blocked (${blocked.fwd}/${blocked.dq}/${blocked.dkv}) | ${ours.fwd.toFixed(1)} | ${ours.bwd.toFixed(1)} |`,
+  );
+  console.log(
+    `| generic ÷ blocked | ${(generic.fwd / ours.fwd).toFixed(2)}× | ${(generic.bwd / ours.bwd).toFixed(2)}× |`,
+  );
+  for (const x of [...Object.values(t), ...Object.values(grads)]) x.release();
+}
+
 console.log(`\ntotal ${((performance.now() - started) / 1000).toFixed(1)} s`);
 gpu.destroy();

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   attentionBackward,
+  attentionBlocks,
   attentionDecode,
   attentionForward,
   createKvCache,
@@ -10,12 +11,14 @@ import {
   kvRowLengths,
   kvSlots,
 } from '../../src/gpu/kernels/attention.ts';
+import { attentionBlock, blockedAttentionWgsl } from '../../src/gpu/kernels/attention-blocked.ts';
 import {
   type AttentionRefDims,
   attentionBackwardRef,
   attentionForwardRef,
 } from '../../src/gpu/reference/attention.ts';
 import { maxRelativeError } from '../../src/gpu/reference/matmul.ts';
+import type { Gpu } from '../../src/gpu/runtime.ts';
 import { numericGradient } from '../helpers/finite-diff.ts';
 import { getTestGpu, randomArray } from '../helpers/gpu.ts';
 
@@ -150,7 +153,15 @@ describe('attention CPU reference', () => {
   });
 });
 
-describe('attention forward (GPU vs reference)', () => {
+// Kernel sets: the generic loops (real GPUs) and the blocked, unrolled kernels that CPU adapters get
+// by default (attention-blocked.ts), at their default block for each head size: blocks of 2 to 8
+// here, so partial last blocks and blocks across padding and segment edges are all covered.
+const KERNELS: Array<{ name: string; block: (headDim: number) => number }> = [
+  { name: 'generic loops', block: () => 1 },
+  { name: 'blocked', block: attentionBlock },
+];
+
+describe.each(KERNELS)('attention forward, $name (GPU vs reference)', (kernels) => {
   it.each(CASES.map((c, n) => [c.name, c, n] as const))(`%s (rel err <= ${FWD_TOL})`, async (_, c, n) => {
     const gpu = await getTestGpu();
     const { N, seg, q, k, v } = inputs(c, 10 * n);
@@ -164,7 +175,12 @@ describe('attention forward (GPU vs reference)', () => {
     // Outputs pre-filled with NaN: every element, padding included, must be written.
     const out = gpu.upload(new Float32Array(N * nH * hd).fill(Number.NaN), [N, nH * hd]);
     const lseOut = gpu.upload(new Float32Array(N * nH).fill(Number.NaN), [N, nH]);
-    const { o, lse } = attentionForward(gpu, t.q, t.k, t.v, t.seg, { ...c.dims, out, lse: lseOut });
+    const { o, lse } = attentionForward(gpu, t.q, t.k, t.v, t.seg, {
+      ...c.dims,
+      out,
+      lse: lseOut,
+      block: kernels.block(hd),
+    });
     const [go, gl] = await gpu.readMany([o, lse]);
     const ref = attentionForwardRef(q, k, v, seg, c.dims);
     expect(maxRelativeError(go, ref.o), 'o').toBeLessThanOrEqual(FWD_TOL);
@@ -174,13 +190,19 @@ describe('attention forward (GPU vs reference)', () => {
   });
 });
 
-// dK/dV variants: per key row (CPU adapters), and in query chunks with a sum pass (real GPUs), with
-// the default chunk (64: one or two chunks here) and with chunks of 8 (up to 9 per row, chunk edges
-// inside segments and padding).
-const DKV: Array<{ name: string; dkvVariant: DkvVariant; dkvChunk?: number }> = [
-  { name: 'rows', dkvVariant: 'rows' },
-  { name: 'chunks of 64', dkvVariant: 'chunks' },
-  { name: 'chunks of 8', dkvVariant: 'chunks', dkvChunk: 8 },
+// dK/dV variants: per key row with the generic loops and blocked (CPU adapters; dQ likewise), and in
+// query chunks with a sum pass (real GPUs, generic dQ), with the default chunk (64: one or two chunks
+// here) and with chunks of 8 (up to 9 per row, chunk edges inside segments and padding).
+const DKV: Array<{
+  name: string;
+  dkvVariant: DkvVariant;
+  dkvChunk?: number;
+  block: (headDim: number) => number;
+}> = [
+  { name: 'rows, generic loops', dkvVariant: 'rows', block: () => 1 },
+  { name: 'rows, blocked', dkvVariant: 'rows', block: attentionBlock },
+  { name: 'chunks of 64', dkvVariant: 'chunks', block: () => 1 },
+  { name: 'chunks of 8', dkvVariant: 'chunks', dkvChunk: 8, block: () => 1 },
 ];
 
 describe.each(DKV)('attention backward, dK/dV $name (GPU vs reference analytic gradients)', (dkvOptions) => {
@@ -202,6 +224,8 @@ describe.each(DKV)('attention backward, dK/dV $name (GPU vs reference analytic g
       ...c.dims,
       dkvVariant: dkvOptions.dkvVariant,
       dkvChunk: dkvOptions.dkvChunk,
+      dqBlock: dkvOptions.block(hd),
+      dkvBlock: dkvOptions.block(hd),
       dq: nan(N, nH * hd),
       dk: nan(N, nKv * hd),
       dv: nan(N, nKv * hd),
@@ -442,10 +466,36 @@ describe('attention argument checks', () => {
     expect(() =>
       attentionForward(gpu, gpu.zeros([6, 12]), gpu.zeros([6, 6]), gpu.zeros([6, 6]), seg, odd),
     ).toThrow(/multiple of 4/);
+    expect(() => attentionForward(gpu, q, k, k, seg, { ...dims, block: 0 })).toThrow(
+      /block must be an integer/,
+    );
+    const o = gpu.zeros([6, 32]);
+    const lse = gpu.zeros([6, 4]);
+    expect(() => attentionBackward(gpu, q, k, k, seg, o, lse, o, { ...dims, dkvBlock: 2.5 })).toThrow(
+      /dkvBlock must be an integer from 1 to 16, got 2.5/,
+    );
     const cache = createKvCache(gpu, { batch: 2, maxLen: 5, nKvHeads: 2, headDim: 8 });
     expect(() => kvRowLengths(gpu, cache, [5, 6], 1)).toThrow(/rowLen\[1\] = 6/);
     expect(() => attentionDecode(gpu, gpu.zeros([4, 32]), cache, [1, 5], { nHeads: 4 })).toThrow(
       /rowLen\[0\] = 1/,
     );
+  });
+});
+
+describe('attention kernel choice', () => {
+  it('blocks of block × head dim / 4 = 32 vec4s on CPU adapters (1 = generic), the generic loops on GPUs', async () => {
+    expect([8, 16, 24, 32, 64, 128].map(attentionBlock)).toEqual([8, 8, 5, 4, 2, 1]);
+    const gpu = await getTestGpu();
+    const fake = (kind: string) => ({ report: { kind } }) as unknown as Gpu;
+    expect(attentionBlocks(fake('gpu'), 32)).toEqual({ fwd: 1, dq: 1, dkv: 1 });
+    expect(attentionBlocks(fake('cpu'), 32)).toEqual({ fwd: 4, dq: 4, dkv: 4 });
+    expect(attentionBlocks(gpu, 64).fwd).toBe(gpu.report.kind === 'gpu' ? 1 : 2);
+  });
+
+  it('the blocked WGSL for one head size names its registers and has no indexed private arrays', () => {
+    const code = blockedAttentionWgsl('attn_fwd_blocked', 8, 4);
+    expect(code).toContain('let q3_7 = q[qb3 + 7u] * p.scale;');
+    expect(code).not.toMatch(/var \w+: array</);
+    expect(() => blockedAttentionWgsl('attn_bwd_dq_blocked', 0, 4)).toThrow(/positive integers/);
   });
 });

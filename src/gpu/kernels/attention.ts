@@ -25,6 +25,7 @@
 import attentionWgsl from '../../shaders/attention.wgsl?raw';
 import type { Gpu, Kernel } from '../runtime.ts';
 import { Tensor } from '../tensor.ts';
+import { attentionBlock, type BlockedEntry, blockedAttentionWgsl } from './attention-blocked.ts';
 
 /** Largest head dimension the kernels hold in registers (WGSL MAX_HD). */
 export const ATTENTION_MAX_HEAD_DIM = 128;
@@ -43,6 +44,8 @@ export interface AttentionDims {
 export interface AttentionForwardOptions extends AttentionDims {
   out?: Tensor;
   lse?: Tensor;
+  /** Queries per invocation of the blocked CPU kernel; 1 = the generic loops. Default: attentionBlocks. */
+  block?: number;
 }
 
 export interface AttentionBackwardOptions extends AttentionDims {
@@ -53,6 +56,27 @@ export interface AttentionBackwardOptions extends AttentionDims {
   dkvVariant?: DkvVariant;
   /** 'chunks' only: queries per chunk (default from dkvChunking). */
   dkvChunk?: number;
+  /** Queries per invocation of the blocked dQ kernel; 1 = the generic loops. Default: attentionBlocks. */
+  dqBlock?: number;
+  /** 'rows' only: keys per invocation of the blocked dK/dV kernel; 1 = the generic loops. */
+  dkvBlock?: number;
+}
+
+/** Items per invocation of each attention kernel; 1 everywhere means the generic loops. */
+export interface AttentionBlocks {
+  fwd: number;
+  dq: number;
+  dkv: number;
+}
+
+/**
+ * The blocks the kernels use by default: on CPU adapters the blocked, unrolled kernels of
+ * attention-blocked.ts, sized per head dimension; on real GPUs the generic loops (1).
+ */
+export function attentionBlocks(gpu: Gpu, headDim: number): AttentionBlocks {
+  if (gpu.report.kind === 'gpu') return { fwd: 1, dq: 1, dkv: 1 };
+  const block = attentionBlock(headDim);
+  return { fwd: block, dq: block, dkv: block };
 }
 
 /**
@@ -135,6 +159,26 @@ function kernel(gpu: Gpu, entryPoint: string): Kernel {
   return gpu.kernel({ name: 'attention.wgsl', code: attentionWgsl, entryPoint });
 }
 
+/** A blocked kernel: one pipeline per (entry point, head size, block), generated on first use. */
+function blockedKernel(gpu: Gpu, entryPoint: BlockedEntry, headDim: number, block: number): Kernel {
+  return gpu.kernel({
+    name: `attention-blocked(hd ${headDim}, block ${block})`,
+    code: blockedAttentionWgsl(entryPoint, headDim / 4, block),
+    entryPoint,
+  });
+}
+
+function checkBlock(fn: string, name: string, block: number): number {
+  if (!Number.isInteger(block) || block < 1 || block > 16)
+    throw new Error(`${fn}: ${name} must be an integer from 1 to 16, got ${block}`);
+  return block;
+}
+
+/** Workgroups of blocked invocations: ceil(T / block) blocks per batch row, y given. */
+function blockGrid(gpu: Gpu, batch: number, T: number, block: number, y: number): [number, number, number] {
+  return rowGrid(gpu, batch * Math.ceil(T / block), y);
+}
+
 /** Workgroups covering `rows` rows of 64 on x (split over z past the per-dimension limit), y given. */
 function rowGrid(gpu: Gpu, rows: number, y: number): [number, number, number] {
   const groups = Math.ceil(rows / WG);
@@ -178,10 +222,11 @@ export function attentionForward(
   const o = output(gpu, options.out, fn, 'out', [N, nHeads * headDim]);
   const lse = output(gpu, options.lse, fn, 'lse', [N, nHeads]);
   if (N === 0) return { o, lse };
+  const block = checkBlock(fn, 'block', options.block ?? attentionBlocks(gpu, headDim).fwd);
   gpu.dispatch(
-    kernel(gpu, 'attn_fwd'),
+    block > 1 ? blockedKernel(gpu, 'attn_fwd_blocked', headDim, block) : kernel(gpu, 'attn_fwd'),
     [q, k, v, seg, o, lse, params(gpu, N, T, T, options)],
-    rowGrid(gpu, N, nHeads),
+    block > 1 ? blockGrid(gpu, batch, T, block, nHeads) : rowGrid(gpu, N, nHeads),
     causalFlops(batch, T, nHeads, headDim, 2),
   );
   return { o, lse };
@@ -220,10 +265,12 @@ export function attentionBackward(
   if (N === 0) return { dq, dk, dv };
   const D = gpu.empty([N, nHeads], 'f32', 'attention.D');
   const u = params(gpu, N, T, T, options);
+  const blocks = attentionBlocks(gpu, headDim);
+  const dqBlock = checkBlock(fn, 'dqBlock', options.dqBlock ?? blocks.dq);
   gpu.dispatch(
-    kernel(gpu, 'attn_bwd_dq'),
+    dqBlock > 1 ? blockedKernel(gpu, 'attn_bwd_dq_blocked', headDim, dqBlock) : kernel(gpu, 'attn_bwd_dq'),
     [q, k, v, seg, lse, dO, u, D, o, dq],
-    rowGrid(gpu, N, nHeads),
+    dqBlock > 1 ? blockGrid(gpu, batch, T, dqBlock, nHeads) : rowGrid(gpu, N, nHeads),
     causalFlops(batch, T, nHeads, headDim, 3),
   );
   const variant = options.dkvVariant ?? defaultDkvVariant(gpu);
@@ -250,10 +297,13 @@ export function attentionBackward(
     pdk.release();
     pdv.release();
   } else {
+    const dkvBlock = checkBlock(fn, 'dkvBlock', options.dkvBlock ?? blocks.dkv);
     gpu.dispatch(
-      kernel(gpu, 'attn_bwd_dkv'),
+      dkvBlock > 1
+        ? blockedKernel(gpu, 'attn_bwd_dkv_blocked', headDim, dkvBlock)
+        : kernel(gpu, 'attn_bwd_dkv'),
       [q, k, v, seg, lse, dO, u, D, dk, dv],
-      rowGrid(gpu, N, nKvHeads),
+      dkvBlock > 1 ? blockGrid(gpu, batch, T, dkvBlock, nKvHeads) : rowGrid(gpu, N, nKvHeads),
       causalFlops(batch, T, nHeads, headDim, 4),
     );
   }

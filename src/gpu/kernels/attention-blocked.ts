@@ -1,0 +1,307 @@
+// Query-blocked, unrolled attention kernels for CPU adapters (lavapipe, SwiftShader): the WGSL is
+// generated here for one head size and one block size, and attention.ts dispatches it in place of
+// the generic loops of src/shaders/attention.wgsl. Same bindings, same masking rule, same sums in the
+// same order; only the work per invocation differs.
+//
+// Why generated: a CPU adapter runs invocations as SIMD lanes, and in the generic kernels each lane
+// keeps its rows (q, the accumulators) in private arrays indexed by a runtime loop counter. Measured
+// on lavapipe (qwen-tiny's attention, hd 32, 4 rows × 700 tokens), those arrays live in memory, and
+// a key's k and v rows are gathered once per query: about 700 cycles per (query, key, head). Here
+// every row is a named vec4 variable (registers and plain spills, no indexed arrays), and one
+// invocation owns a block of consecutive queries (or keys, for dK/dV) that share each k/v (or q/dO)
+// row it loads. The forward at that shape: 3.6× faster with blocks of 4 queries, 4× with 8; the
+// same code unblocked is no faster than the loops. The price is compile time, which grows with
+// block × head size (lavapipe: about 10 s for the forward at hd 32, block 4; Mesa's disk cache
+// makes it once per machine), so blocks are sized to a fixed number of vec4 registers per lane.
+//
+// Real GPUs keep the generic kernels: there registers per thread limit occupancy, and the dK/dV
+// 'chunks' variant is what fills the machine (attention.ts, DkvVariant).
+//
+// Work split (B batch rows of T tokens; blocks never cross a batch row):
+//   attn_fwd_blocked     one invocation per (block of `block` queries, head): o, lse
+//   attn_bwd_dq_blocked  one invocation per (block of queries, head): dq, and D = dO·o per query
+//   attn_bwd_dkv_blocked one invocation per (block of `block` keys, kv head): dk, dv, summing the
+//                        later queries of every query head that shares the kv head, in a fixed order
+
+/** Blocks are sized so that block × head dim / 4 is this many vec4s: 4 at hd 32, 8 at hd 16. */
+const BLOCK_VEC4S = 32;
+const MAX_BLOCK = 8;
+
+/**
+ * The block size for a head dimension on a CPU adapter: the same for the forward, dQ and dK/dV, or
+ * 1 (the generic kernels) where a block of one would be all that fits.
+ */
+export function attentionBlock(headDim: number): number {
+  return Math.max(1, Math.min(MAX_BLOCK, Math.floor(BLOCK_VEC4S / (headDim / 4))));
+}
+
+export type BlockedEntry = 'attn_fwd_blocked' | 'attn_bwd_dq_blocked' | 'attn_bwd_dkv_blocked';
+
+/** n lines (or terms) from f(0..n-1), joined. */
+function each(n: number, f: (i: number) => string, sep = '\n'): string {
+  return Array.from({ length: n }, (_, i) => f(i)).join(sep);
+}
+
+/** hsum(a0 * b0 + a1 * b1 + ...): a dot product over hd4 named vec4s, in the generic kernels' order. */
+function dot(hd4: number, a: (d: number) => string, b: (d: number) => string): string {
+  return `hsum(${each(hd4, (d) => `${a(d)} * ${b(d)}`, ' + ')})`;
+}
+
+// The Params uniform of attention.wgsl (same layout: the wrapper writes one for both kernel sets).
+const HEADER = `
+struct Params {
+  nQ: u32,
+  Tq: u32,
+  S: u32,
+  nH: u32,
+  nKv: u32,
+  scale: f32,
+  hd4: u32,
+  chunk: u32,
+}
+@group(0) @binding(6) var<uniform> p: Params;
+const NEG_BIG = -1.0e30;
+
+fn hsum(x: vec4<f32>) -> f32 {
+  return (x.x + x.y) + (x.z + x.w);
+}
+`;
+
+// The block an invocation owns: x (split over z past 65535 workgroups) counts blocks of BLOCK
+// consecutive slots, row after row; y is the head (kv head for dK/dV). Sets b, t0 (first slot of
+// the block) and rowBase, or returns past the last row.
+function blockIndex(block: number): string {
+  return `
+  let blk = (wid.z * nwg.x + wid.x) * 64u + lid.x;
+  let blocksPerRow = (p.Tq + ${block - 1}u) / ${block}u;
+  let b = blk / blocksPerRow;
+  if (b * p.Tq >= p.nQ) { return; }
+  let t0 = (blk - b * blocksPerRow) * ${block}u;
+  let rowBase = b * p.S;`;
+}
+
+// Item r of the block: slot t0 + r if inside the row (has_r), its token index (clamped inside the
+// row so loads stay in bounds) and its segment id (0 when outside: it then matches no key).
+function blockItem(r: number, seg: string): string {
+  return `
+  let has${r} = t0 + ${r}u < p.Tq;
+  let i${r} = rowBase + min(t0 + ${r}u, p.Tq - 1u);
+  let seg${r} = select(0u, ${seg}[i${r}], has${r});`;
+}
+
+const ENTRY_ARGS = `
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(local_invocation_id) lid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,`;
+
+/** The forward: online softmax per query of the block, one k/v row load per key for the block. */
+function forwardWgsl(hd4: number, block: number): string {
+  const R = block;
+  return `${HEADER}
+@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> seg: array<u32>;
+@group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> lse: array<f32>;
+
+@compute @workgroup_size(64, 1, 1)
+fn attn_fwd_blocked(${ENTRY_ARGS}
+) {${blockIndex(block)}
+  let h = wid.y;
+  let kvStride = p.nKv * ${hd4}u;
+  let kvOff = (h / (p.nH / p.nKv)) * ${hd4}u;
+${each(
+  R,
+  (r) => `${blockItem(r, 'seg')}
+  let qb${r} = (i${r} * p.nH + h) * ${hd4}u;
+${each(hd4, (d) => `  let q${r}_${d} = q[qb${r} + ${d}u] * p.scale;`)}
+${each(hd4, (d) => `  var acc${r}_${d} = vec4<f32>(0.0);`)}
+  var m${r} = NEG_BIG;
+  var l${r} = 0.0;`,
+)}
+  let tEnd = min(t0 + ${block}u, p.Tq);
+  for (var j = 0u; j < tEnd; j++) {
+    let sj = seg[rowBase + j];
+    if (sj == 0u) { continue; }
+    let kb = (rowBase + j) * kvStride + kvOff;
+${each(hd4, (d) => `    let k${d} = k[kb + ${d}u];`)}
+${each(hd4, (d) => `    let v${d} = v[kb + ${d}u];`)}
+${each(
+  R,
+  (r) => `    if (seg${r} == sj && j <= t0 + ${r}u) {
+      let s = ${dot(
+        hd4,
+        (d) => `q${r}_${d}`,
+        (d) => `k${d}`,
+      )};
+      if (s > m${r}) {
+        let c = exp(m${r} - s);
+        l${r} *= c;
+${each(hd4, (d) => `        acc${r}_${d} *= c;`)}
+        m${r} = s;
+      }
+      let e = exp(s - m${r});
+      l${r} += e;
+${each(hd4, (d) => `      acc${r}_${d} += e * v${d};`)}
+    }`,
+)}
+  }
+${each(
+  R,
+  (r) => `  if (has${r}) {
+    let inv = select(0.0, 1.0 / l${r}, seg${r} != 0u);
+${each(hd4, (d) => `    o[qb${r} + ${d}u] = acc${r}_${d} * inv;`)}
+    lse[i${r} * p.nH + h] = select(0.0, m${r} + log(l${r}), seg${r} != 0u);
+  }`,
+)}
+}
+`;
+}
+
+/** dQ and D: per query of the block, the scores recomputed from lse against one k/v load per key. */
+function dqWgsl(hd4: number, block: number): string {
+  const R = block;
+  return `${HEADER}
+@group(0) @binding(0) var<storage, read> bq: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> bk: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> bv: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> bseg: array<u32>;
+@group(0) @binding(4) var<storage, read> blse: array<f32>;
+@group(0) @binding(5) var<storage, read> bdo: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read_write> bD: array<f32>;
+@group(0) @binding(8) var<storage, read> bo: array<vec4<f32>>;
+@group(0) @binding(9) var<storage, read_write> bdq: array<vec4<f32>>;
+
+@compute @workgroup_size(64, 1, 1)
+fn attn_bwd_dq_blocked(${ENTRY_ARGS}
+) {${blockIndex(block)}
+  let h = wid.y;
+  let kvStride = p.nKv * ${hd4}u;
+  let kvOff = (h / (p.nH / p.nKv)) * ${hd4}u;
+${each(
+  R,
+  (r) => `${blockItem(r, 'bseg')}
+  let qb${r} = (i${r} * p.nH + h) * ${hd4}u;
+${each(hd4, (d) => `  let q${r}_${d} = bq[qb${r} + ${d}u] * p.scale;`)}
+${each(hd4, (d) => `  let do${r}_${d} = bdo[qb${r} + ${d}u];`)}
+${each(hd4, (d) => `  var acc${r}_${d} = vec4<f32>(0.0);`)}
+  let D${r} = select(0.0, ${dot(
+    hd4,
+    (d) => `do${r}_${d}`,
+    (d) => `bo[qb${r} + ${d}u]`,
+  )}, seg${r} != 0u);
+  let L${r} = blse[i${r} * p.nH + h];
+  if (has${r}) { bD[i${r} * p.nH + h] = D${r}; }`,
+)}
+  let tEnd = min(t0 + ${block}u, p.Tq);
+  for (var j = 0u; j < tEnd; j++) {
+    let sj = bseg[rowBase + j];
+    if (sj == 0u) { continue; }
+    let kb = (rowBase + j) * kvStride + kvOff;
+${each(hd4, (d) => `    let k${d} = bk[kb + ${d}u];`)}
+${each(hd4, (d) => `    let v${d} = bv[kb + ${d}u];`)}
+${each(
+  R,
+  (r) => `    if (seg${r} == sj && j <= t0 + ${r}u) {
+      let ds = exp(${dot(
+        hd4,
+        (d) => `q${r}_${d}`,
+        (d) => `k${d}`,
+      )} - L${r}) * (${dot(
+        hd4,
+        (d) => `do${r}_${d}`,
+        (d) => `v${d}`,
+      )} - D${r});
+${each(hd4, (d) => `      acc${r}_${d} += ds * k${d};`)}
+    }`,
+)}
+  }
+${each(
+  R,
+  (r) => `  if (has${r}) {
+${each(hd4, (d) => `    bdq[qb${r} + ${d}u] = acc${r}_${d} * p.scale;`)}
+  }`,
+)}
+}
+`;
+}
+
+/** dK and dV: per key of the block, every later query of the row and of each head of its kv group. */
+function dkvWgsl(hd4: number, block: number): string {
+  const R = block;
+  return `${HEADER}
+@group(0) @binding(0) var<storage, read> bq: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> bk: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> bv: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> bseg: array<u32>;
+@group(0) @binding(4) var<storage, read> blse: array<f32>;
+@group(0) @binding(5) var<storage, read> bdo: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read> bD: array<f32>;
+@group(0) @binding(8) var<storage, read_write> bdk: array<vec4<f32>>;
+@group(0) @binding(9) var<storage, read_write> bdv: array<vec4<f32>>;
+
+@compute @workgroup_size(64, 1, 1)
+fn attn_bwd_dkv_blocked(${ENTRY_ARGS}
+) {${blockIndex(block)}
+  let g = wid.y;
+  let group = p.nH / p.nKv;
+${each(
+  R,
+  (r) => `${blockItem(r, 'bseg')}
+  let kvb${r} = (i${r} * p.nKv + g) * ${hd4}u;
+${each(hd4, (d) => `  let k${r}_${d} = bk[kvb${r} + ${d}u] * p.scale;`)}
+${each(hd4, (d) => `  let v${r}_${d} = bv[kvb${r} + ${d}u];`)}
+${each(hd4, (d) => `  var dk${r}_${d} = vec4<f32>(0.0);`)}
+${each(hd4, (d) => `  var dv${r}_${d} = vec4<f32>(0.0);`)}`,
+)}
+  for (var t = t0; t < p.Tq; t++) {
+    let i = rowBase + t;
+    let si = bseg[i];
+    if (si == 0u) { continue; }
+    for (var hh = 0u; hh < group; hh++) {
+      let h = g * group + hh;
+      let qb = (i * p.nH + h) * ${hd4}u;
+${each(hd4, (d) => `      let q${d} = bq[qb + ${d}u];`)}
+${each(hd4, (d) => `      let do${d} = bdo[qb + ${d}u];`)}
+      let L = blse[i * p.nH + h];
+      let Di = bD[i * p.nH + h];
+${each(
+  R,
+  (r) => `      if (seg${r} == si && t0 + ${r}u <= t) {
+        let pij = exp(${dot(
+          hd4,
+          (d) => `q${d}`,
+          (d) => `k${r}_${d}`,
+        )} - L);
+        let ds = pij * (${dot(
+          hd4,
+          (d) => `do${d}`,
+          (d) => `v${r}_${d}`,
+        )} - Di);
+${each(hd4, (d) => `        dv${r}_${d} += pij * do${d};`)}
+${each(hd4, (d) => `        dk${r}_${d} += ds * q${d};`)}
+      }`,
+)}
+    }
+  }
+${each(
+  R,
+  (r) => `  if (has${r}) {
+${each(hd4, (d) => `    bdk[kvb${r} + ${d}u] = dk${r}_${d} * p.scale;`)}
+${each(hd4, (d) => `    bdv[kvb${r} + ${d}u] = dv${r}_${d};`)}
+  }`,
+)}
+}
+`;
+}
+
+/** The WGSL of one blocked entry point for head dim 4·hd4 and `block` items per invocation. */
+export function blockedAttentionWgsl(entry: BlockedEntry, hd4: number, block: number): string {
+  if (!Number.isInteger(hd4) || hd4 < 1 || !Number.isInteger(block) || block < 1) {
+    throw new Error(`blockedAttentionWgsl: hd4 ${hd4} and block ${block} must be positive integers`);
+  }
+  if (entry === 'attn_fwd_blocked') return forwardWgsl(hd4, block);
+  if (entry === 'attn_bwd_dq_blocked') return dqWgsl(hd4, block);
+  return dkvWgsl(hd4, block);
+}
