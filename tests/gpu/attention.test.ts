@@ -8,6 +8,7 @@ import {
   type DkvVariant,
   dkvChunking,
   kvCacheAppend,
+  kvQueryBlocks,
   kvRowLengths,
   kvSlots,
 } from '../../src/gpu/kernels/attention.ts';
@@ -242,7 +243,23 @@ describe.each(DKV)('attention backward, dK/dV $name (GPU vs reference analytic g
   });
 });
 
-describe('attention KV-cache decoding', () => {
+// KV-cache decoding kernels: the generic one (real GPUs), and the blocked one of CPU adapters with one
+// new token per invocation (decode steps) and with blocks of 2 and 3 consecutive new tokens of a row
+// (appends), each with the kv head's group of query heads.
+const DECODE: Array<{ name: string; blocked: boolean; block: number }> = [
+  { name: 'generic', blocked: false, block: 1 },
+  { name: 'blocked, one token per block', blocked: true, block: 1 },
+  { name: 'blocked, blocks of 2', blocked: true, block: 2 },
+  { name: 'blocked, blocks of 3', blocked: true, block: 3 },
+];
+
+/** attentionDecode's options for a variant of DECODE, given each row's count of new tokens. */
+function decodeOptions(gpu: Gpu, variant: (typeof DECODE)[number], nHeads: number, count: number[]) {
+  const queryBlocks = variant.block > 1 ? kvQueryBlocks(gpu, count, variant.block) : undefined;
+  return { nHeads, blocked: variant.blocked, queryBlocks };
+}
+
+describe.each(DECODE)('attention KV-cache decoding, $name', (variant) => {
   it('prefill + appended tokens equal full attention over the cache (rel err <= 1e-5)', async () => {
     const gpu = await getTestGpu();
     const [B, S, nH, nKv, hd, T0] = [2, 24, 4, 2, 16, 12];
@@ -308,7 +325,9 @@ describe('attention KV-cache decoding', () => {
       // Row lengths as an uploaded tensor (one upload for every layer of a step), or a CPU array.
       const lens = kvRowLengths(gpu, cache, step.rowLen, M / B);
       kvCacheAppend(gpu, cache, tk, tv, ts, n === 1 ? step.rowLen : lens);
-      const { o } = attentionDecode(gpu, tq, cache, n === 2 ? step.rowLen : lens, { nHeads: nH });
+      const options = decodeOptions(gpu, variant, nH, new Array(B).fill(M / B));
+      const { o } = attentionDecode(gpu, tq, cache, n === 2 ? step.rowLen : lens, options);
+      options.queryBlocks?.starts.release();
       const got = (await gpu.readF32(o)) as Float32Array;
       // The reference at the same slots of the final layout. Row 1's prompt padding (prefill
       // slots 7..11) is compared with 0: those queries were padding at prefill time.
@@ -347,13 +366,77 @@ describe('attention KV-cache decoding', () => {
   });
 });
 
-describe('attention KV-cache decoding, ragged blocks', () => {
+/**
+ * Appends counts[step][b] new tokens to row b of a cache of S slots, step by step (packed, as kvSlots),
+ * and checks every step's attention against the float64 reference over the final layout.
+ */
+async function checkRaggedDecode(S: number, counts: number[][], variant: (typeof DECODE)[number]) {
+  const gpu = await getTestGpu();
+  const B = counts[0].length;
+  const [nH, nKv, hd] = [4, 2, 8];
+  const dims = { batch: B, nHeads: nH, nKvHeads: nKv, headDim: hd };
+  const qw = nH * hd;
+  const kw = nKv * hd;
+  const lens = counts.reduce((acc, c) => acc.map((n, b) => n + c[b]), pad(B));
+  const segFinal = new Uint32Array(B * S);
+  lens.forEach((n, b) => {
+    segFinal.fill(1, b * S, b * S + n);
+  });
+  const Qf = randomArray(B * S * qw, 11, 1.5);
+  const Kf = randomArray(B * S * kw, 12, 1.5);
+  const Vf = randomArray(B * S * kw, 13);
+  const ref = attentionForwardRef(Qf, Kf, Vf, segFinal, dims);
+  const cache = createKvCache(gpu, { batch: B, maxLen: S, nKvHeads: nKv, headDim: hd });
+  const len = pad(B);
+  let checked = 0;
+  for (const [n, count] of counts.entries()) {
+    const picks: Array<[number, number]> = [];
+    count.forEach((c, b) => {
+      for (let t = 0; t < c; t++) picks.push([b, len[b] + t]);
+    });
+    const M = picks.length;
+    const gather = (src: Float32Array, w: number) => {
+      const out = new Float32Array(M * w);
+      picks.forEach(([b, s], r) => {
+        out.set(src.subarray((b * S + s) * w, (b * S + s + 1) * w), r * w);
+      });
+      return out;
+    };
+    const slots = kvSlots(gpu, cache, len, count);
+    const tk = gpu.upload(gather(Kf, kw), [M, kw]);
+    const tv = gpu.upload(gather(Vf, kw), [M, kw]);
+    const ts = gpu.upload(new Uint32Array(M).fill(1), [M], 'u32');
+    const tq = gpu.upload(gather(Qf, qw), [M, qw]);
+    kvCacheAppend(gpu, cache, tk, tv, ts, slots);
+    const options = decodeOptions(gpu, variant, nH, count);
+    const { o, lse } = attentionDecode(gpu, tq, cache, slots, options);
+    options.queryBlocks?.starts.release();
+    const [got, gotLse] = (await gpu.readMany([o, lse])) as Float32Array[];
+    const want = new Float64Array(M * qw);
+    const wantLse = new Float64Array(M * nH);
+    picks.forEach(([b, s], r) => {
+      want.set(ref.o.subarray((b * S + s) * qw, (b * S + s + 1) * qw), r * qw);
+      wantLse.set(ref.lse.subarray((b * S + s) * nH, (b * S + s + 1) * nH), r * nH);
+    });
+    expect(maxRelativeError(got, want), `step ${n} o`).toBeLessThanOrEqual(FWD_TOL);
+    expect(maxRelativeError(gotLse, wantLse), `step ${n} lse`).toBeLessThanOrEqual(FWD_TOL);
+    checked += M;
+    count.forEach((c, b) => {
+      len[b] += c;
+    });
+    for (const x of [slots, tk, tv, ts, tq, o, lse]) x.release();
+  }
+  expect(checked).toBe(lens.reduce((a, b) => a + b, 0));
+  // Rows that were finished got nothing written: the cache's segment ids are exactly the final layout.
+  expect(Array.from((await gpu.readMany([cache.seg]))[0])).toEqual(Array.from(segFinal));
+  // A step where no row adds anything is a no-op, not an error.
+  const none = kvSlots(gpu, cache, len, pad(B));
+  expect(none.size).toBe(0);
+  none.release();
+}
+
+describe.each(DECODE)('attention KV-cache decoding, ragged blocks, $name', (variant) => {
   it('each row appends its own count (0 for a finished row), packed: equals full attention', async () => {
-    const gpu = await getTestGpu();
-    const [B, S, nH, nKv, hd] = [3, 20, 4, 2, 8];
-    const dims = { batch: B, nHeads: nH, nKvHeads: nKv, headDim: hd };
-    const qw = nH * hd;
-    const kw = nKv * hd;
     // Tokens added per row per step: a ragged prefill, then decode steps where rows finish early.
     const counts = [
       [9, 4, 1],
@@ -362,72 +445,18 @@ describe('attention KV-cache decoding, ragged blocks', () => {
       [1, 0, 0],
       [2, 0, 5],
     ];
-    const lens = counts.reduce((acc, c) => acc.map((n, b) => n + c[b]), pad(B));
-    const segFinal = new Uint32Array(B * S);
-    lens.forEach((n, b) => {
-      segFinal.fill(1, b * S, b * S + n);
-    });
-    const Qf = randomArray(B * S * qw, 11, 1.5);
-    const Kf = randomArray(B * S * kw, 12, 1.5);
-    const Vf = randomArray(B * S * kw, 13);
-    const ref = attentionForwardRef(Qf, Kf, Vf, segFinal, dims);
-    const cache = createKvCache(gpu, { batch: B, maxLen: S, nKvHeads: nKv, headDim: hd });
-    const len = pad(B);
-    let checked = 0;
-    for (const [n, count] of counts.entries()) {
-      const picks: Array<[number, number]> = [];
-      count.forEach((c, b) => {
-        for (let t = 0; t < c; t++) picks.push([b, len[b] + t]);
-      });
-      const M = picks.length;
-      const gather = (src: Float32Array, w: number) => {
-        const out = new Float32Array(M * w);
-        picks.forEach(([b, s], r) => {
-          out.set(src.subarray((b * S + s) * w, (b * S + s + 1) * w), r * w);
-        });
-        return out;
-      };
-      const slots = kvSlots(gpu, cache, len, count);
-      const tk = gpu.upload(gather(Kf, kw), [M, kw]);
-      const tv = gpu.upload(gather(Vf, kw), [M, kw]);
-      const ts = gpu.upload(new Uint32Array(M).fill(1), [M], 'u32');
-      const tq = gpu.upload(gather(Qf, qw), [M, qw]);
-      kvCacheAppend(gpu, cache, tk, tv, ts, slots);
-      const { o, lse } = attentionDecode(gpu, tq, cache, slots, { nHeads: nH });
-      const [got, gotLse] = (await gpu.readMany([o, lse])) as Float32Array[];
-      const want = new Float64Array(M * qw);
-      const wantLse = new Float64Array(M * nH);
-      picks.forEach(([b, s], r) => {
-        want.set(ref.o.subarray((b * S + s) * qw, (b * S + s + 1) * qw), r * qw);
-        wantLse.set(ref.lse.subarray((b * S + s) * nH, (b * S + s + 1) * nH), r * nH);
-      });
-      expect(maxRelativeError(got, want), `step ${n} o`).toBeLessThanOrEqual(FWD_TOL);
-      expect(maxRelativeError(gotLse, wantLse), `step ${n} lse`).toBeLessThanOrEqual(FWD_TOL);
-      checked += M;
-      count.forEach((c, b) => {
-        len[b] += c;
-      });
-      for (const x of [slots, tk, tv, ts, tq, o, lse]) x.release();
-    }
-    expect(checked).toBe(lens.reduce((a, b) => a + b, 0));
-    // Rows that were finished got nothing written: the cache's segment ids are exactly the final layout.
-    expect(Array.from((await gpu.readMany([cache.seg]))[0])).toEqual(Array.from(segFinal));
-    // A step where no row adds anything is a no-op, not an error.
-    const none = kvSlots(gpu, cache, len, pad(B));
-    expect(none.size).toBe(0);
-    none.release();
+    await checkRaggedDecode(20, counts, variant);
   });
 
-  it('rejects slots past the end of a row and slot tensors of the wrong size, naming them', async () => {
-    const gpu = await getTestGpu();
-    const cache = createKvCache(gpu, { batch: 2, maxLen: 5, nKvHeads: 2, headDim: 8 });
-    expect(() => kvSlots(gpu, cache, [0, 3], [2, 3])).toThrow(/row 1 adds 3 tokens at slot 3/);
-    expect(() => kvSlots(gpu, cache, [0], [1])).toThrow(/1 starts and 1 counts for a cache of batch 2/);
-    const slots = kvSlots(gpu, cache, [0, 0], [2, 1]);
-    expect(() => attentionDecode(gpu, gpu.zeros([2, 32]), cache, slots, { nHeads: 4 })).toThrow(
-      /slots is \[3\] u32, expected \[2\] u32/,
+  it("a row filled to its last slot: the next row's first token (the next cache slot) is not in its block", async () => {
+    await checkRaggedDecode(
+      5,
+      [
+        [5, 3],
+        [0, 2],
+      ],
+      variant,
     );
-    slots.release();
   });
 });
 
@@ -442,6 +471,18 @@ describe('dK/dV chunking for real GPUs', () => {
 });
 
 describe('attention argument checks', () => {
+  it('rejects slots past the end of a row and slot tensors of the wrong size, naming them', async () => {
+    const gpu = await getTestGpu();
+    const cache = createKvCache(gpu, { batch: 2, maxLen: 5, nKvHeads: 2, headDim: 8 });
+    expect(() => kvSlots(gpu, cache, [0, 3], [2, 3])).toThrow(/row 1 adds 3 tokens at slot 3/);
+    expect(() => kvSlots(gpu, cache, [0], [1])).toThrow(/1 starts and 1 counts for a cache of batch 2/);
+    const slots = kvSlots(gpu, cache, [0, 0], [2, 1]);
+    expect(() => attentionDecode(gpu, gpu.zeros([2, 32]), cache, slots, { nHeads: 4 })).toThrow(
+      /slots is \[3\] u32, expected \[2\] u32/,
+    );
+    slots.release();
+  });
+
   it('rejects bad shapes, head counts and row lengths with messages naming them', async () => {
     const gpu = await getTestGpu();
     const seg = gpu.upload(new Uint32Array(6).fill(1), [6], 'u32');
@@ -496,6 +537,6 @@ describe('attention kernel choice', () => {
     const code = blockedAttentionWgsl('attn_fwd_blocked', 8, 4);
     expect(code).toContain('let q3_7 = q[qb3 + 7u] * p.scale;');
     expect(code).not.toMatch(/var \w+: array</);
-    expect(() => blockedAttentionWgsl('attn_bwd_dq_blocked', 0, 4)).toThrow(/positive integers/);
+    expect(() => blockedAttentionWgsl('attn_bwd_dq_blocked', 0, 4)).toThrow(/hd4 must be a positive integer/);
   });
 });

@@ -20,10 +20,13 @@ import {
   attentionDecode,
   attentionForward,
   createKvCache,
+  decodeBlocked,
   type KvCache,
   kvCacheAppend,
+  kvQueryBlocks,
   kvSlots,
 } from '../../gpu/kernels/attention.ts';
+import { decodeQueryBlock } from '../../gpu/kernels/attention-blocked.ts';
 import { add, addInPlace, scaleInPlace, swiglu, swigluBackward } from '../../gpu/kernels/elementwise.ts';
 import { embedding, embeddingBackward } from '../../gpu/kernels/embedding.ts';
 import type { WeightDType } from '../../gpu/kernels/half.ts';
@@ -849,6 +852,12 @@ export class QwenGpuModel {
     const posT = gpu.upload(pos, [N], 'u32', 'gen.pos');
     // Uploaded once per step and shared by every layer's cache append and attention.
     const slotsT = kvSlots(gpu, session.caches[0], start, count);
+    // A CPU adapter's blocked kernel takes a row's new tokens (prefill, tool results) in blocks that
+    // share each k/v load; one token per row (a decode step) needs no block list.
+    const group = c.numHeads / c.numKvHeads;
+    const queryBlock = decodeBlocked(gpu, c.headDim, group) ? decodeQueryBlock(c.headDim, group) : 1;
+    const queryBlocks =
+      queryBlock > 1 && count.some((n) => n > 1) ? kvQueryBlocks(gpu, count, queryBlock) : undefined;
     const x = embedding(gpu, this.p('model.embed_tokens.weight'), idsT);
     const proj = (input: Tensor, module: string): Tensor => {
       const { y, t } = this.proj(input, module);
@@ -879,7 +888,7 @@ export class QwenGpuModel {
       }
       ropeQK(gpu, q, k, posT, { headDim: c.headDim, theta: c.ropeTheta, inPlace: true });
       kvCacheAppend(gpu, cache, k, v, segT, slotsT);
-      const { o, lse } = attentionDecode(gpu, q, cache, slotsT, { nHeads: c.numHeads });
+      const { o, lse } = attentionDecode(gpu, q, cache, slotsT, { nHeads: c.numHeads, queryBlocks });
       for (const z of [q, k, v, lse]) z.release();
       const attnOut = proj(o, `${pre}self_attn.o_proj`);
       o.release();
@@ -909,7 +918,7 @@ export class QwenGpuModel {
       gpu.copy(src, { tensor: last, offset: b * rowBytes, size: rowBytes });
     }
     x.release();
-    for (const z of [idsT, segT, posT, slotsT]) z.release();
+    for (const z of [idsT, segT, posT, slotsT, queryBlocks?.starts]) z?.release();
   }
 
   /** Reads the base model's weights back (for saving; without LoRA adapters: see exportAdapter). */

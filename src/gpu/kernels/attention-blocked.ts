@@ -35,7 +35,21 @@ export function attentionBlock(headDim: number): number {
   return Math.max(1, Math.min(MAX_BLOCK, Math.floor(BLOCK_VEC4S / (headDim / 4))));
 }
 
-export type BlockedEntry = 'attn_fwd_blocked' | 'attn_bwd_dq_blocked' | 'attn_bwd_dkv_blocked';
+/**
+ * KV-cache decoding on a CPU adapter: queries per block of a row's new tokens, each with every query
+ * head of its kv head (the group shares each k/v load), or 0 where the group alone is over the
+ * register budget (the generic kernel then).
+ */
+export function decodeQueryBlock(headDim: number, group: number): number {
+  const items = Math.floor(BLOCK_VEC4S / (headDim / 4));
+  return group > items ? 0 : Math.min(MAX_BLOCK, Math.floor(items / group));
+}
+
+export type BlockedEntry =
+  | 'attn_fwd_blocked'
+  | 'attn_bwd_dq_blocked'
+  | 'attn_bwd_dkv_blocked'
+  | 'attn_decode_blocked';
 
 /** n lines (or terms) from f(0..n-1), joined. */
 function each(n: number, f: (i: number) => string, sep = '\n'): string {
@@ -296,12 +310,118 @@ ${each(hd4, (d) => `    bdv[kvb${r} + ${d}u] = dv${r}_${d};`)}
 `;
 }
 
-/** The WGSL of one blocked entry point for head dim 4·hd4 and `block` items per invocation. */
-export function blockedAttentionWgsl(entry: BlockedEntry, hd4: number, block: number): string {
-  if (!Number.isInteger(hd4) || hd4 < 1 || !Number.isInteger(block) || block < 1) {
-    throw new Error(`blockedAttentionWgsl: hd4 ${hd4} and block ${block} must be positive integers`);
+/**
+ * KV-cache decoding: one invocation per (block of up to `block` consecutive new tokens of one cache
+ * row, kv head), with the `group` query heads that share the kv head. With block 1 every new token
+ * is a block (decode steps: one token per row); with more, starts[] lists each block's first token
+ * (kvQueryBlocks: blocks never cross a row). A token belongs to the block if it is at the next slot
+ * of the same row, so a short last block simply has fewer.
+ */
+function decodeWgsl(hd4: number, block: number, group: number): string {
+  const items: Array<[number, number]> = [];
+  for (let r = 0; r < block; r++) for (let hh = 0; hh < group; hh++) items.push([r, hh]);
+  const id = ([r, hh]: [number, number]) => `${r}_${hh}`;
+  return `${HEADER}
+@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> seg: array<u32>;
+@group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> lse: array<f32>;
+@group(0) @binding(7) var<storage, read> slots: array<u32>;
+${block > 1 ? '@group(0) @binding(8) var<storage, read> starts: array<u32>;' : ''}
+
+@compute @workgroup_size(64, 1, 1)
+fn attn_decode_blocked(${ENTRY_ARGS}
+) {
+  let blk = (wid.z * nwg.x + wid.x) * 64u + lid.x;
+${
+  block > 1
+    ? `  if (blk >= arrayLength(&starts)) { return; }
+  let first = starts[blk];`
+    : `  if (blk >= p.nQ) { return; }
+  let first = blk;`
+}
+  let g = wid.y;
+  let at0 = slots[first];
+  let b = at0 / p.S;
+  let slot0 = at0 - b * p.S;
+  let rowBase = b * p.S;
+  let kvStride = p.nKv * ${hd4}u;
+  let kvOff = g * ${hd4}u;
+  let lastSeg = arrayLength(&seg) - 1u;
+${each(
+  block,
+  (r) => `
+  let i${r} = min(first + ${r}u, p.nQ - 1u);
+  let has${r} = first + ${r}u < p.nQ && slots[i${r}] == at0 + ${r}u && slot0 + ${r}u < p.S;
+  let seg${r} = select(0u, seg[min(at0 + ${r}u, lastSeg)], has${r});`,
+)}
+${each(items.length, (n) => {
+  const [r, hh] = items[n];
+  const x = id(items[n]);
+  return `  let qb${x} = (i${r} * p.nH + g * ${group}u + ${hh}u) * ${hd4}u;
+${each(hd4, (d) => `  let q${x}_${d} = q[qb${x} + ${d}u] * p.scale;`)}
+${each(hd4, (d) => `  var acc${x}_${d} = vec4<f32>(0.0);`)}
+  var m${x} = NEG_BIG;
+  var l${x} = 0.0;`;
+})}
+  let jEnd = min(slot0 + ${block}u, p.S);
+  for (var j = 0u; j < jEnd; j++) {
+    let sj = seg[rowBase + j];
+    if (sj == 0u) { continue; }
+    let kb = (rowBase + j) * kvStride + kvOff;
+${each(hd4, (d) => `    let k${d} = k[kb + ${d}u];`)}
+${each(hd4, (d) => `    let v${d} = v[kb + ${d}u];`)}
+${each(items.length, (n) => {
+  const [r] = items[n];
+  const x = id(items[n]);
+  return `    if (seg${r} == sj && j <= slot0 + ${r}u) {
+      let s = ${dot(
+        hd4,
+        (d) => `q${x}_${d}`,
+        (d) => `k${d}`,
+      )};
+      if (s > m${x}) {
+        let c = exp(m${x} - s);
+        l${x} *= c;
+${each(hd4, (d) => `        acc${x}_${d} *= c;`)}
+        m${x} = s;
+      }
+      let e = exp(s - m${x});
+      l${x} += e;
+${each(hd4, (d) => `      acc${x}_${d} += e * v${d};`)}
+    }`;
+})}
+  }
+${each(items.length, (n) => {
+  const [r, hh] = items[n];
+  const x = id(items[n]);
+  return `  if (has${r}) {
+    let inv = select(0.0, 1.0 / l${x}, seg${r} != 0u);
+${each(hd4, (d) => `    o[qb${x} + ${d}u] = acc${x}_${d} * inv;`)}
+    lse[i${r} * p.nH + g * ${group}u + ${hh}u] = select(0.0, m${x} + log(l${x}), seg${r} != 0u);
+  }`;
+})}
+}
+`;
+}
+
+/**
+ * The WGSL of one blocked entry point for head dim 4·hd4 and `block` items per invocation (for
+ * attn_decode_blocked, `block` new tokens × `group` query heads).
+ */
+export function blockedAttentionWgsl(entry: BlockedEntry, hd4: number, block: number, group = 1): string {
+  for (const [name, x] of [
+    ['hd4', hd4],
+    ['block', block],
+    ['group', group],
+  ] as const) {
+    if (!Number.isInteger(x) || x < 1)
+      throw new Error(`blockedAttentionWgsl: ${name} must be a positive integer, got ${x}`);
   }
   if (entry === 'attn_fwd_blocked') return forwardWgsl(hd4, block);
   if (entry === 'attn_bwd_dq_blocked') return dqWgsl(hd4, block);
-  return dkvWgsl(hd4, block);
+  if (entry === 'attn_bwd_dkv_blocked') return dkvWgsl(hd4, block);
+  return decodeWgsl(hd4, block, group);
 }

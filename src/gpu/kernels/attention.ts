@@ -25,7 +25,12 @@
 import attentionWgsl from '../../shaders/attention.wgsl?raw';
 import type { Gpu, Kernel } from '../runtime.ts';
 import { Tensor } from '../tensor.ts';
-import { attentionBlock, type BlockedEntry, blockedAttentionWgsl } from './attention-blocked.ts';
+import {
+  attentionBlock,
+  type BlockedEntry,
+  blockedAttentionWgsl,
+  decodeQueryBlock,
+} from './attention-blocked.ts';
 
 /** Largest head dimension the kernels hold in registers (WGSL MAX_HD). */
 export const ATTENTION_MAX_HEAD_DIM = 128;
@@ -482,6 +487,43 @@ export interface AttentionDecodeOptions {
   scale?: number;
   out?: Tensor;
   lse?: Tensor;
+  /**
+   * The blocked kernel (attention-blocked.ts: one invocation per new token, or per block of them, and
+   * kv head, with the kv head's query heads). Default: decodeBlocked(gpu, headDim, nHeads / nKvHeads).
+   */
+  blocked?: boolean;
+  /** Blocks of consecutive new tokens of a row (kvQueryBlocks), for the blocked kernel; default 1 token. */
+  queryBlocks?: QueryBlocks;
+}
+
+/** Blocks of up to `block` consecutive new tokens of one cache row: the first token of each. */
+export interface QueryBlocks {
+  starts: Tensor;
+  block: number;
+}
+
+/** Whether KV-cache decoding uses the blocked kernel by default: CPU adapters, small enough groups. */
+export function decodeBlocked(gpu: Gpu, headDim: number, group: number): boolean {
+  return gpu.report.kind !== 'gpu' && decodeQueryBlock(headDim, group) >= 1;
+}
+
+/**
+ * The blocks of an append whose rows add count[b] new tokens each (packed row after row, as
+ * kvSlots): each row's tokens cut into blocks of `block`, the last one shorter. The caller releases
+ * starts.
+ */
+export function kvQueryBlocks(gpu: Gpu, count: ArrayLike<number>, block: number): QueryBlocks {
+  checkBlock('kvQueryBlocks', 'block', block);
+  const starts: number[] = [];
+  let i = 0;
+  for (let b = 0; b < count.length; b++) {
+    const c = count[b];
+    if (!Number.isInteger(c) || c < 0)
+      throw new Error(`kvQueryBlocks: count[${b}] = ${c} is not an integer >= 0`);
+    for (let t = 0; t < c; t += block) starts.push(i + t);
+    i += c;
+  }
+  return { starts: gpu.upload(Uint32Array.from(starts), [starts.length], 'u32', 'kvcache.blocks'), block };
 }
 
 /**
@@ -512,12 +554,35 @@ export function attentionDecode(
   if (N === 0) return { o, lse };
   const { t, temp } = slotsTensor(gpu, fn, cache, slots, N);
   const dims = { batch, nHeads, nKvHeads, headDim, scale: options.scale };
-  gpu.dispatch(
-    kernel(gpu, 'attn_decode'),
-    [q, cache.k, cache.v, cache.seg, o, lse, params(gpu, N, 0, maxLen, dims), t],
-    rowGrid(gpu, N, nHeads),
-    N * maxLen * nHeads * headDim * 4,
-  );
+  const u = params(gpu, N, 0, maxLen, dims);
+  const group = nHeads / nKvHeads;
+  const blocks = options.queryBlocks;
+  if (blocks && (blocks.starts.dtype !== 'u32' || blocks.starts.size < 1 || blocks.starts.size > N)) {
+    throw new Error(
+      `${fn}: queryBlocks.starts is ${shapeOf(blocks.starts)} ${blocks.starts.dtype}, expected 1 to ${N} u32 block starts`,
+    );
+  }
+  if (options.blocked ?? decodeBlocked(gpu, headDim, group)) {
+    const block = blocks ? checkBlock(fn, 'queryBlocks.block', blocks.block) : 1;
+    const withStarts = block > 1;
+    gpu.dispatch(
+      gpu.kernel({
+        name: `attention-blocked(hd ${headDim}, decode ${block} × ${group} heads)`,
+        code: blockedAttentionWgsl('attn_decode_blocked', headDim / 4, block, group),
+        entryPoint: 'attn_decode_blocked',
+      }),
+      [q, cache.k, cache.v, cache.seg, o, lse, u, t, withStarts ? blocks!.starts : undefined],
+      rowGrid(gpu, withStarts ? blocks!.starts.size : N, nKvHeads),
+      N * maxLen * nHeads * headDim * 4,
+    );
+  } else {
+    gpu.dispatch(
+      kernel(gpu, 'attn_decode'),
+      [q, cache.k, cache.v, cache.seg, o, lse, u, t],
+      rowGrid(gpu, N, nHeads),
+      N * maxLen * nHeads * headDim * 4,
+    );
+  }
   if (temp) t.release();
   return { o, lse };
 }
