@@ -6,13 +6,18 @@ import {
   attentionForward,
   createKvCache,
   type DkvVariant,
+  decodeBlocked,
   dkvChunking,
   kvCacheAppend,
   kvQueryBlocks,
   kvRowLengths,
   kvSlots,
 } from '../../src/gpu/kernels/attention.ts';
-import { attentionBlock, blockedAttentionWgsl } from '../../src/gpu/kernels/attention-blocked.ts';
+import {
+  attentionBlock,
+  blockedAttentionWgsl,
+  decodeQueryBlock,
+} from '../../src/gpu/kernels/attention-blocked.ts';
 import {
   type AttentionRefDims,
   attentionBackwardRef,
@@ -529,7 +534,14 @@ describe('attention kernel choice', () => {
     const gpu = await getTestGpu();
     const fake = (kind: string) => ({ report: { kind } }) as unknown as Gpu;
     expect(attentionBlocks(fake('gpu'), 32)).toEqual({ fwd: 1, dq: 1, dkv: 1 });
-    expect(attentionBlocks(fake('cpu'), 32)).toEqual({ fwd: 4, dq: 4, dkv: 4 });
+    expect(attentionBlocks(fake('lavapipe'), 32)).toEqual({ fwd: 4, dq: 4, dkv: 4 });
+    // Decoding: blocks of a row's new tokens × the kv head's query heads; groups too large for the
+    // budget (Qwen2.5-0.5B: 7 query heads of hd 64 per kv head) keep the generic kernel.
+    expect(decodeQueryBlock(32, 2)).toBe(2);
+    expect(decodeQueryBlock(64, 7)).toBe(0);
+    expect(decodeBlocked(fake('swiftshader'), 32, 2)).toBe(true);
+    expect(decodeBlocked(fake('lavapipe'), 64, 7)).toBe(false);
+    expect(decodeBlocked(fake('gpu'), 32, 2)).toBe(false);
     expect(attentionBlocks(gpu, 64).fwd).toBe(gpu.report.kind === 'gpu' ? 1 : 2);
   });
 

@@ -5,14 +5,15 @@
 //
 // Why generated: a CPU adapter runs invocations as SIMD lanes, and in the generic kernels each lane
 // keeps its rows (q, the accumulators) in private arrays indexed by a runtime loop counter. Measured
-// on lavapipe (qwen-tiny's attention, hd 32, 4 rows × 700 tokens), those arrays live in memory, and
+// on lavapipe (qwen-tiny's attention, hd 32, 4 rows × 700 tokens), those arrays live in memory and
 // a key's k and v rows are gathered once per query: about 700 cycles per (query, key, head). Here
 // every row is a named vec4 variable (registers and plain spills, no indexed arrays), and one
 // invocation owns a block of consecutive queries (or keys, for dK/dV) that share each k/v (or q/dO)
-// row it loads. The forward at that shape: 3.6× faster with blocks of 4 queries, 4× with 8; the
-// same code unblocked is no faster than the loops. The price is compile time, which grows with
-// block × head size (lavapipe: about 10 s for the forward at hd 32, block 4; Mesa's disk cache
-// makes it once per machine), so blocks are sized to a fixed number of vec4 registers per lane.
+// row it loads. At that shape (`npm run bench:attention`): forward 2.7×, backward 3.8× faster with
+// blocks of 4; the same code unblocked is no faster than the loops, and vec4-wide private arrays
+// of a block are 2-4× slower. The price is compile time, which grows with block × head size
+// (lavapipe, hd 32, block 4: about 10 s for the forward, 60 s for dQ + dK/dV, once per machine with
+// Mesa's disk cache; SwiftShader: a few seconds), so blocks are sized to a fixed number of vec4s.
 //
 // Real GPUs keep the generic kernels: there registers per thread limit occupancy, and the dK/dV
 // 'chunks' variant is what fills the machine (attention.ts, DkvVariant).
@@ -22,6 +23,8 @@
 //   attn_bwd_dq_blocked  one invocation per (block of queries, head): dq, and D = dO·o per query
 //   attn_bwd_dkv_blocked one invocation per (block of `block` keys, kv head): dk, dv, summing the
 //                        later queries of every query head that shares the kv head, in a fixed order
+//   attn_decode_blocked  one invocation per (block of a cache row's new tokens, kv head), with the
+//                        kv head's query heads: o, lse (decode steps: blocks of one token)
 
 /** Blocks are sized so that block × head dim / 4 is this many vec4s: 4 at hd 32, 8 at hd 16. */
 const BLOCK_VEC4S = 32;
