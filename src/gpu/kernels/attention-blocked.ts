@@ -111,16 +111,70 @@ const ENTRY_ARGS = `
   @builtin(local_invocation_id) lid: vec3<u32>,
   @builtin(num_workgroups) nwg: vec3<u32>,`;
 
-/** The forward: online softmax per query of the block, one k/v row load per key for the block. */
-function forwardWgsl(hd4: number, block: number): string {
-  const R = block;
-  return `${HEADER}
-@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
+// The forward's bindings (attn_fwd_blocked; attn_decode_blocked adds slots and block starts).
+const FORWARD_BINDINGS = `@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> seg: array<u32>;
 @group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read_write> lse: array<f32>;
+@group(0) @binding(5) var<storage, read_write> lse: array<f32>;`;
+
+// The inputs of both backward kernels (each adds D, and o / dq or dk / dv, at bindings 7-9).
+const BACKWARD_INPUTS = `@group(0) @binding(0) var<storage, read> bq: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> bk: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> bv: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> bseg: array<u32>;
+@group(0) @binding(4) var<storage, read> blse: array<f32>;
+@group(0) @binding(5) var<storage, read> bdo: array<vec4<f32>>;`;
+
+/** Query x's registers (its q row at qb_x, scaled), accumulators, running max and sum. */
+function queryRegisters(x: string, hd4: number): string {
+  return `${each(hd4, (d) => `  let q${x}_${d} = q[qb${x} + ${d}u] * p.scale;`)}
+${each(hd4, (d) => `  var acc${x}_${d} = vec4<f32>(0.0);`)}
+  var m${x} = NEG_BIG;
+  var l${x} = 0.0;`;
+}
+
+/** Key j's rows k0.., v0.. (at kb), loaded once for every item of the block. */
+function keyRows(hd4: number, k: string, v: string): string {
+  return `${each(hd4, (d) => `    let k${d} = ${k}[kb + ${d}u];`)}
+${each(hd4, (d) => `    let v${d} = ${v}[kb + ${d}u];`)}`;
+}
+
+/** One key of query x's online softmax, where `allowed`: the max grows lazily, as in attention.wgsl. */
+function onlineSoftmaxStep(x: string, hd4: number, allowed: string): string {
+  return `    if (${allowed}) {
+      let s = ${dot(
+        hd4,
+        (d) => `q${x}_${d}`,
+        (d) => `k${d}`,
+      )};
+      if (s > m${x}) {
+        let c = exp(m${x} - s);
+        l${x} *= c;
+${each(hd4, (d) => `        acc${x}_${d} *= c;`)}
+        m${x} = s;
+      }
+      let e = exp(s - m${x});
+      l${x} += e;
+${each(hd4, (d) => `      acc${x}_${d} += e * v${d};`)}
+    }`;
+}
+
+/** Query x's o row and its lse (at `lseAt`) if it exists (`has`); a padding query (seg 0) gets 0. */
+function writeQuery(x: string, hd4: number, has: string, seg: string, lseAt: string): string {
+  return `  if (${has}) {
+    let inv = select(0.0, 1.0 / l${x}, ${seg} != 0u);
+${each(hd4, (d) => `    o[qb${x} + ${d}u] = acc${x}_${d} * inv;`)}
+    lse[${lseAt}] = select(0.0, m${x} + log(l${x}), ${seg} != 0u);
+  }`;
+}
+
+/** The forward: online softmax per query of the block, one k/v row load per key for the block. */
+function forwardWgsl(hd4: number, block: number): string {
+  const R = block;
+  return `${HEADER}
+${FORWARD_BINDINGS}
 
 @compute @workgroup_size(64, 1, 1)
 fn attn_fwd_blocked(${ENTRY_ARGS}
@@ -132,46 +186,17 @@ ${each(
   R,
   (r) => `${blockItem(r, 'seg')}
   let qb${r} = (i${r} * p.nH + h) * ${hd4}u;
-${each(hd4, (d) => `  let q${r}_${d} = q[qb${r} + ${d}u] * p.scale;`)}
-${each(hd4, (d) => `  var acc${r}_${d} = vec4<f32>(0.0);`)}
-  var m${r} = NEG_BIG;
-  var l${r} = 0.0;`,
+${queryRegisters(`${r}`, hd4)}`,
 )}
   let tEnd = min(t0 + ${block}u, p.Tq);
   for (var j = 0u; j < tEnd; j++) {
     let sj = seg[rowBase + j];
     if (sj == 0u) { continue; }
     let kb = (rowBase + j) * kvStride + kvOff;
-${each(hd4, (d) => `    let k${d} = k[kb + ${d}u];`)}
-${each(hd4, (d) => `    let v${d} = v[kb + ${d}u];`)}
-${each(
-  R,
-  (r) => `    if (seg${r} == sj && j <= t0 + ${r}u) {
-      let s = ${dot(
-        hd4,
-        (d) => `q${r}_${d}`,
-        (d) => `k${d}`,
-      )};
-      if (s > m${r}) {
-        let c = exp(m${r} - s);
-        l${r} *= c;
-${each(hd4, (d) => `        acc${r}_${d} *= c;`)}
-        m${r} = s;
-      }
-      let e = exp(s - m${r});
-      l${r} += e;
-${each(hd4, (d) => `      acc${r}_${d} += e * v${d};`)}
-    }`,
-)}
+${keyRows(hd4, 'k', 'v')}
+${each(R, (r) => onlineSoftmaxStep(`${r}`, hd4, `seg${r} == sj && j <= t0 + ${r}u`))}
   }
-${each(
-  R,
-  (r) => `  if (has${r}) {
-    let inv = select(0.0, 1.0 / l${r}, seg${r} != 0u);
-${each(hd4, (d) => `    o[qb${r} + ${d}u] = acc${r}_${d} * inv;`)}
-    lse[i${r} * p.nH + h] = select(0.0, m${r} + log(l${r}), seg${r} != 0u);
-  }`,
-)}
+${each(R, (r) => writeQuery(`${r}`, hd4, `has${r}`, `seg${r}`, `i${r} * p.nH + h`))}
 }
 `;
 }
@@ -180,12 +205,7 @@ ${each(hd4, (d) => `    o[qb${r} + ${d}u] = acc${r}_${d} * inv;`)}
 function dqWgsl(hd4: number, block: number): string {
   const R = block;
   return `${HEADER}
-@group(0) @binding(0) var<storage, read> bq: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> bk: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> bv: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> bseg: array<u32>;
-@group(0) @binding(4) var<storage, read> blse: array<f32>;
-@group(0) @binding(5) var<storage, read> bdo: array<vec4<f32>>;
+${BACKWARD_INPUTS}
 @group(0) @binding(7) var<storage, read_write> bD: array<f32>;
 @group(0) @binding(8) var<storage, read> bo: array<vec4<f32>>;
 @group(0) @binding(9) var<storage, read_write> bdq: array<vec4<f32>>;
@@ -216,8 +236,7 @@ ${each(hd4, (d) => `  var acc${r}_${d} = vec4<f32>(0.0);`)}
     let sj = bseg[rowBase + j];
     if (sj == 0u) { continue; }
     let kb = (rowBase + j) * kvStride + kvOff;
-${each(hd4, (d) => `    let k${d} = bk[kb + ${d}u];`)}
-${each(hd4, (d) => `    let v${d} = bv[kb + ${d}u];`)}
+${keyRows(hd4, 'bk', 'bv')}
 ${each(
   R,
   (r) => `    if (seg${r} == sj && j <= t0 + ${r}u) {
@@ -248,12 +267,7 @@ ${each(hd4, (d) => `    bdq[qb${r} + ${d}u] = acc${r}_${d} * p.scale;`)}
 function dkvWgsl(hd4: number, block: number): string {
   const R = block;
   return `${HEADER}
-@group(0) @binding(0) var<storage, read> bq: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> bk: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> bv: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> bseg: array<u32>;
-@group(0) @binding(4) var<storage, read> blse: array<f32>;
-@group(0) @binding(5) var<storage, read> bdo: array<vec4<f32>>;
+${BACKWARD_INPUTS}
 @group(0) @binding(7) var<storage, read> bD: array<f32>;
 @group(0) @binding(8) var<storage, read_write> bdk: array<vec4<f32>>;
 @group(0) @binding(9) var<storage, read_write> bdv: array<vec4<f32>>;
@@ -325,12 +339,7 @@ function decodeWgsl(hd4: number, block: number, group: number): string {
   for (let r = 0; r < block; r++) for (let hh = 0; hh < group; hh++) items.push([r, hh]);
   const id = ([r, hh]: [number, number]) => `${r}_${hh}`;
   return `${HEADER}
-@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> seg: array<u32>;
-@group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read_write> lse: array<f32>;
+${FORWARD_BINDINGS}
 @group(0) @binding(7) var<storage, read> slots: array<u32>;
 ${block > 1 ? '@group(0) @binding(8) var<storage, read> starts: array<u32>;' : ''}
 
@@ -364,47 +373,19 @@ ${each(items.length, (n) => {
   const [r, hh] = items[n];
   const x = id(items[n]);
   return `  let qb${x} = (i${r} * p.nH + g * ${group}u + ${hh}u) * ${hd4}u;
-${each(hd4, (d) => `  let q${x}_${d} = q[qb${x} + ${d}u] * p.scale;`)}
-${each(hd4, (d) => `  var acc${x}_${d} = vec4<f32>(0.0);`)}
-  var m${x} = NEG_BIG;
-  var l${x} = 0.0;`;
+${queryRegisters(x, hd4)}`;
 })}
   let jEnd = min(slot0 + ${block}u, p.S);
   for (var j = 0u; j < jEnd; j++) {
     let sj = seg[rowBase + j];
     if (sj == 0u) { continue; }
     let kb = (rowBase + j) * kvStride + kvOff;
-${each(hd4, (d) => `    let k${d} = k[kb + ${d}u];`)}
-${each(hd4, (d) => `    let v${d} = v[kb + ${d}u];`)}
-${each(items.length, (n) => {
-  const [r] = items[n];
-  const x = id(items[n]);
-  return `    if (seg${r} == sj && j <= slot0 + ${r}u) {
-      let s = ${dot(
-        hd4,
-        (d) => `q${x}_${d}`,
-        (d) => `k${d}`,
-      )};
-      if (s > m${x}) {
-        let c = exp(m${x} - s);
-        l${x} *= c;
-${each(hd4, (d) => `        acc${x}_${d} *= c;`)}
-        m${x} = s;
-      }
-      let e = exp(s - m${x});
-      l${x} += e;
-${each(hd4, (d) => `      acc${x}_${d} += e * v${d};`)}
-    }`;
-})}
+${keyRows(hd4, 'k', 'v')}
+${each(items.length, (n) => onlineSoftmaxStep(id(items[n]), hd4, `seg${items[n][0]} == sj && j <= slot0 + ${items[n][0]}u`))}
   }
 ${each(items.length, (n) => {
   const [r, hh] = items[n];
-  const x = id(items[n]);
-  return `  if (has${r}) {
-    let inv = select(0.0, 1.0 / l${x}, seg${r} != 0u);
-${each(hd4, (d) => `    o[qb${x} + ${d}u] = acc${x}_${d} * inv;`)}
-    lse[i${r} * p.nH + g * ${group}u + ${hh}u] = select(0.0, m${x} + log(l${x}), seg${r} != 0u);
-  }`;
+  return writeQuery(id(items[n]), hd4, `has${r}`, `seg${r}`, `i${r} * p.nH + g * ${group}u + ${hh}u`);
 })}
 }
 `;
