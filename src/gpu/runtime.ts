@@ -50,7 +50,10 @@ import {
 } from './tensor.ts';
 
 export interface GpuOptions extends AcquireOptions {
-  /** How long a readback or sync may wait for GPU work, in ms (CPU adapters are slow). */
+  /**
+   * How long a readback or sync may wait for GPU work, in ms, unless the work's predicted time is
+   * longer (then WAIT_LIMIT_PREDICTIONS times that: a CPU adapter's update can take minutes).
+   */
   timeoutMs?: number;
   /** Sleep before waiting so Dawn's busy-wait does not steal a core. Default: on in Node. */
   sleepBeforeWait?: boolean;
@@ -101,6 +104,13 @@ function costBucket(cost: number): number {
   return Math.floor(Math.log2(Math.max(cost, 1)) / 2);
 }
 
+/**
+ * A wait counts as hung after timeoutMs or this many times the GPU time its cost predicts, whichever
+ * is longer. A fixed limit alone failed a real run: one update of 256 episodes on lavapipe is over 5
+ * minutes of GPU work behind a single readback.
+ */
+export const WAIT_LIMIT_PREDICTIONS = 10;
+
 /** Pool buckets: powers of two up to 64 KiB, then 8 sizes per octave (at most 12.5% waste). */
 export function poolBucketSize(bytes: number): number {
   const b = Math.max(256, Math.ceil(bytes / 4) * 4);
@@ -117,7 +127,8 @@ export class Gpu {
   readonly hasF16: boolean;
   readonly hasSubgroups: boolean;
   readonly hasTimestamps: boolean;
-  readonly timeoutMs: number;
+  /** See GpuOptions.timeoutMs; may be changed between waits. */
+  timeoutMs: number;
   /** The WebGPU entry object (navigator.gpu, or Dawn's in Node), e.g. for tfjs on the same adapter. */
   readonly api: GPU;
   private readonly sleepBeforeWait: boolean;
@@ -539,6 +550,22 @@ export class Gpu {
     if (first) throw first;
   }
 
+  /**
+   * How long the next wait may last: timeoutMs, or WAIT_LIMIT_PREDICTIONS times the GPU time that
+   * the rate learned for work of its size (else the nearest size learned) predicts for the work
+   * submitted since the last wait, whichever is longer.
+   */
+  waitLimitMs(): number {
+    if (this.unsyncedCost === 0 || this.costPerMs.size === 0) return this.timeoutMs;
+    const bucket = costBucket(this.unsyncedCost);
+    let nearest = Number.POSITIVE_INFINITY;
+    let rate = 0;
+    for (const [b, r] of this.costPerMs) {
+      if (Math.abs(b - bucket) < nearest) [nearest, rate] = [Math.abs(b - bucket), r];
+    }
+    return Math.max(this.timeoutMs, (WAIT_LIMIT_PREDICTIONS * this.unsyncedCost) / rate);
+  }
+
   /** Sleeps for most of the predicted GPU time first (Node), then waits for `work`. */
   private async waitFor<T>(work: () => Promise<T>, what: string): Promise<T> {
     const start = this.firstUnsyncedSubmit || performance.now();
@@ -554,9 +581,10 @@ export class Gpu {
       }
     }
     const woke = performance.now();
+    const limit = this.waitLimitMs();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new GpuTimeoutError(what, this.timeoutMs)), this.timeoutMs);
+      timer = setTimeout(() => reject(new GpuTimeoutError(what, limit)), limit);
     });
     try {
       const result = await Promise.race([work(), this.lostPromise, timeout]);

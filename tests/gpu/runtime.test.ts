@@ -128,6 +128,33 @@ describe('gpu runtime', () => {
     gpu.destroy();
   });
 
+  it('lets a wait run to several times its predicted GPU time before calling it a hang', async () => {
+    // A fixed limit failed a real run: an update of 256 episodes on lavapipe is minutes of GPU work
+    // behind one readback. Once a rate is learned, the limit is WAIT_LIMIT_PREDICTIONS × the prediction.
+    const gpu = await Gpu.create({ sleepBeforeWait: false });
+    const n = gpu.report.kind === 'gpu' ? 4096 : 512;
+    const a = gpu.zeros([n, n]);
+    const record = (count: number) => {
+      let out = a;
+      for (let i = 0; i < count; i++) out = matmul(gpu, a, a);
+      return out;
+    };
+    expect(gpu.waitLimitMs()).toBe(gpu.timeoutMs); // nothing learned, nothing pending
+    for (let i = 0; i < 3; i++) await gpu.read(record(8)); // learns the rate of this size
+    gpu.timeoutMs = 1;
+    const out = record(8);
+    gpu.flush();
+    const limit = gpu.waitLimitMs();
+    expect(limit).toBeGreaterThan(1);
+    await expect(gpu.read(out)).resolves.toBeDefined(); // longer than 1 ms, shorter than the limit
+    // Four times the work: the nearest size's rate predicts it, and the limit grows with it.
+    const more = record(32);
+    gpu.flush();
+    expect(gpu.waitLimitMs()).toBeGreaterThan(2 * limit);
+    await gpu.read(more);
+    gpu.destroy();
+  });
+
   it('sleeps before a wait only on a rate learned from waits of the same size', async () => {
     // Small waits (four 256³ matmuls) and large ones (eight 512³) may run at different rates on a CPU
     // adapter; a rate learned from one kind must not time the other (the first update after a rollout
