@@ -396,6 +396,19 @@ ${each(items.length, (n) => {
  * attn_decode_blocked, `block` new tokens × `group` query heads).
  */
 export function blockedAttentionWgsl(entry: BlockedEntry, hd4: number, block: number, group = 1): string {
+  // Generated once per shape: the wrapper asks on every dispatch (decode steps, every layer).
+  const key = `${entry}:${hd4}:${block}:${group}`;
+  let code = generated.get(key);
+  if (code === undefined) {
+    code = generate(entry, hd4, block, group);
+    generated.set(key, code);
+  }
+  return code;
+}
+
+const generated = new Map<string, string>();
+
+function generate(entry: BlockedEntry, hd4: number, block: number, group: number): string {
   for (const [name, x] of [
     ['hd4', hd4],
     ['block', block],

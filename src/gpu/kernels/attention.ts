@@ -164,11 +164,20 @@ function kernel(gpu: Gpu, entryPoint: string): Kernel {
   return gpu.kernel({ name: 'attention.wgsl', code: attentionWgsl, entryPoint });
 }
 
-/** A blocked kernel: one pipeline per (entry point, head size, block), generated on first use. */
-function blockedKernel(gpu: Gpu, entryPoint: BlockedEntry, headDim: number, block: number): Kernel {
+/**
+ * A blocked kernel: one pipeline per (entry point, head size, block, and for decoding the query heads
+ * per kv head), generated on first use.
+ */
+function blockedKernel(
+  gpu: Gpu,
+  entryPoint: BlockedEntry,
+  headDim: number,
+  block: number,
+  group = 1,
+): Kernel {
   return gpu.kernel({
-    name: `attention-blocked(hd ${headDim}, block ${block})`,
-    code: blockedAttentionWgsl(entryPoint, headDim / 4, block),
+    name: `attention-blocked(hd ${headDim}, block ${block}${group > 1 ? ` × ${group} heads` : ''})`,
+    code: blockedAttentionWgsl(entryPoint, headDim / 4, block, group),
     entryPoint,
   });
 }
@@ -566,11 +575,7 @@ export function attentionDecode(
     const block = blocks ? checkBlock(fn, 'queryBlocks.block', blocks.block) : 1;
     const withStarts = block > 1;
     gpu.dispatch(
-      gpu.kernel({
-        name: `attention-blocked(hd ${headDim}, decode ${block} × ${group} heads)`,
-        code: blockedAttentionWgsl('attn_decode_blocked', headDim / 4, block, group),
-        entryPoint: 'attn_decode_blocked',
-      }),
+      blockedKernel(gpu, 'attn_decode_blocked', headDim, block, group),
       [q, cache.k, cache.v, cache.seg, o, lse, u, t, withStarts ? blocks!.starts : undefined],
       rowGrid(gpu, withStarts ? blocks!.starts.size : N, nKvHeads),
       N * maxLen * nHeads * headDim * 4,
