@@ -12,7 +12,7 @@ import { tfjsOnSameAdapter } from './tfjs-node.ts';
 
 const sizes = (process.env.BENCH_SIZES ?? '256,512,1024').split(',').map(Number);
 const minMs = Number(process.env.BENCH_MIN_MS ?? 0);
-const VARIANTS: MatmulVariant[] = ['regblock', 'tiled', 'tiled128'];
+const VARIANTS: MatmulVariant[] = ['regblock', 'regblock8', 'tiled', 'tiled128'];
 const gpu = await Gpu.create();
 const tf = await tfjsOnSameAdapter(gpu);
 console.log(`adapter: ${gpu.report.kind} — ${gpu.report.description || gpu.report.device}`);
@@ -133,6 +133,63 @@ console.log(
 );
 console.log(`|---|${VARIANTS.map(() => '---|').join('')}---|---|---|`);
 for (const r of rows) console.log(r);
+
+// Training-shaped products: qwen-tiny's projections over a micro-batch of BENCH_TOKENS tokens (default
+// 16384) in the three layouts of a linear layer's forward and backward (forward x·Wᵀ: NT; dX = dY·W:
+// NN; dW = dYᵀ·x: TN, the sum over tokens), and the LM head over a quarter of them (the policy's
+// tokens), per register-block variant, with the runtime's choice. Outputs are compared bit for bit
+// between the variants (the same K order).
+{
+  const tokens = Number(process.env.BENCH_TOKENS ?? 16384);
+  const projections: Array<[string, number, number]> = [
+    ['q/o_proj 128→128', 128, 128],
+    ['k/v_proj 128→64', 64, 128],
+    ['gate/up 128→384', 384, 128],
+    ['down 384→128', 128, 384],
+    ['LM head 128→3264 (¼ of the tokens)', 3264, 128],
+  ];
+  const variants: MatmulVariant[] = ['regblock', 'regblock8'];
+  console.log(
+    `\n| training shape, ${tokens} tokens | layout | M × N × K | ${variants.map((v) => `${v} GFLOP/s`).join(' | ')} | regblock8 ÷ regblock | runtime's choice |`,
+  );
+  console.log(`|---|---|---|${variants.map(() => '---|').join('')}---|---|`);
+  for (const [name, out, inp] of projections) {
+    const T = name.startsWith('LM head') ? tokens / 4 : tokens;
+    const layouts: Array<[string, number, number, number, boolean, boolean]> = [
+      ['forward x·Wᵀ', T, out, inp, false, true],
+      ['dX = dY·W', T, inp, out, false, false],
+      ['dW = dYᵀ·x', out, inp, T, true, false],
+    ];
+    for (const [layout, M, N, K, transA, transB] of layouts) {
+      const a = gpu.upload(rand(M * K), transA ? [K, M] : [M, K]);
+      const b = gpu.upload(rand(K * N), transB ? [N, K] : [K, N]);
+      const c = gpu.empty([M, N]);
+      const rates: number[] = [];
+      const results: Float32Array[] = [];
+      for (const variant of variants) {
+        const r = await gflops(
+          async (iters) => {
+            for (let i = 0; i < iters; i++) matmul(gpu, a, b, { out: c, transA, transB, variant });
+            await gpu.sync();
+          },
+          2 * M * N * K,
+          1,
+          3,
+        );
+        rates.push(r.gflops);
+        results.push(await gpu.readF32(c));
+      }
+      const same = results[1].every((x, i) => Object.is(x, results[0][i]));
+      if (!same) console.log(`WARNING: ${name} ${layout}: regblock8 differs from regblock`);
+      console.log(
+        `| ${name} | ${layout} | ${M} × ${N} × ${K} | ${rates.map((r) => r.toFixed(2)).join(' | ')} | ${(rates[1] / rates[0]).toFixed(2)}× | ${defaultMatmulVariant(gpu, M, N, 1, transB)} |`,
+      );
+      a.release();
+      b.release();
+      c.release();
+    }
+  }
+}
 
 // Decode-shaped products (BENCH_DECODE=1): x·Wᵀ with M = 1, 8, 32 rows (a decode step's batch) at
 // Qwen2.5-0.5B's MLP and LM-head shapes, per variant. These are memory-bound: GB/s counts the weight

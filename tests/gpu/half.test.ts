@@ -59,7 +59,7 @@ describe.each(MODES)('half-precision weights: $name', ({ dtype, native }) => {
   it('matmul with a half B equals matmul with the widened f32 B (NN and NT, every variant)', async () => {
     const gpu = await getTestGpu();
     setPreferNativeF16(native);
-    for (const variant of ['regblock', 'tiled', 'tiled128', 'skinny', 'gemv'] as MatmulVariant[])
+    for (const variant of ['regblock', 'regblock8', 'tiled', 'tiled128', 'skinny', 'gemv'] as MatmulVariant[])
       for (const transB of [false, true])
         for (const [M, N, K] of shapes) {
           const a = gpu.upload(randomArray(M * K, M + K), [M, K]);

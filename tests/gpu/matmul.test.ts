@@ -31,7 +31,7 @@ const VARIANTS: Array<[boolean, boolean]> = [
   [true, false],
 ];
 
-describe.each<MatmulVariant>(['regblock', 'tiled', 'tiled128', 'skinny', 'gemv'])(
+describe.each<MatmulVariant>(['regblock', 'regblock8', 'tiled', 'tiled128', 'skinny', 'gemv'])(
   'matmul (%s)',
   (variant) => {
     for (const [transA, transB] of VARIANTS) {
@@ -63,12 +63,14 @@ describe.each<MatmulVariant>(['regblock', 'tiled', 'tiled128', 'skinny', 'gemv']
 
 describe('matmul variant choice', () => {
   const on = (kind: string) => ({ report: { kind } }) as unknown as Gpu;
-  it('skinny / gemv (GPU, B as [N, K]) for M <= 4, regblock on CPU adapters, tiled128 on a GPU only with enough tiles', () => {
+  it('skinny / gemv (GPU, B as [N, K]) for M <= 4, regblock8 (M > 8) or regblock on CPU adapters, tiled128 on a GPU only with enough tiles', () => {
     expect(defaultMatmulVariant(on('gpu'), 4, 4096)).toBe('skinny');
     expect(defaultMatmulVariant(on('gpu'), 4, 4096, 1, true)).toBe('gemv');
     expect(defaultMatmulVariant(on('lavapipe'), 1, 4096, 1, true)).toBe('skinny');
-    expect(defaultMatmulVariant(on('lavapipe'), 4096, 4096)).toBe('regblock');
-    expect(defaultMatmulVariant(on('swiftshader'), 64, 64)).toBe('regblock');
+    expect(defaultMatmulVariant(on('lavapipe'), 4096, 4096)).toBe('regblock8');
+    expect(defaultMatmulVariant(on('swiftshader'), 64, 64)).toBe('regblock8');
+    expect(defaultMatmulVariant(on('lavapipe'), 8, 64)).toBe('regblock');
+    expect(defaultMatmulVariant(on('lavapipe'), 5, 64)).toBe('regblock');
     expect(defaultMatmulVariant(on('gpu'), 2048, 2048)).toBe('tiled128');
     expect(defaultMatmulVariant(on('gpu'), 1024, 1024)).toBe('tiled');
     expect(defaultMatmulVariant(on('gpu'), 128 * MIN_TILES128, 128)).toBe('tiled128');
@@ -78,6 +80,26 @@ describe('matmul variant choice', () => {
 });
 
 describe('matmul semantics', () => {
+  it("regblock8 gives regblock's bits (the same order of the K sum per entry), every layout, ragged M", async () => {
+    const gpu = await getTestGpu();
+    for (const [transA, transB] of VARIANTS)
+      for (const [M, N, K] of [
+        [13, 9, 70],
+        [67, 30, 33],
+        [8, 5, 3],
+      ]) {
+        const ta = gpu.upload(randomArray(M * K, M + 5 * K), transA ? [K, M] : [M, K]);
+        const tb = gpu.upload(randomArray(K * N, N + 3 * K), transB ? [N, K] : [K, N]);
+        const [a, b] = (await gpu.readMany([
+          matmul(gpu, ta, tb, { transA, transB, variant: 'regblock' }),
+          matmul(gpu, ta, tb, { transA, transB, variant: 'regblock8' }),
+        ])) as Float32Array[];
+        expect(Array.from(b), `${M}x${N}x${K} ${transA} ${transB}`).toEqual(Array.from(a));
+        ta.release();
+        tb.release();
+      }
+  });
+
   it('gemv: more columns than one grid dimension holds (the LM head at decode)', async () => {
     const gpu = await getTestGpu();
     const [M, N, K] = [3, 70_001, 8];
