@@ -9,6 +9,10 @@
 //   lse [N, nH]        logsumexp of the scaled scores per (query, head); 0 at padding queries
 // Query i may attend key j iff both are in the same batch row, j <= i and seg[j] == seg[i] != 0.
 // That one rule covers causal masking, left/right padding and packed sequences.
+//   spans [N] vec2<u32>  (training kernels) the slots [first, end) of the row that hold token i's
+//                        segment (first = end = its slot for padding): the loops run over those
+//                        alone, so a sequence packed into a row after others never walks their keys
+//                        (src/agent/model/packing.ts); the rule above still decides every pair.
 //
 // Memory: O(N·nH·hd) for q, k, v, o, dO, dq, dk, dv plus O(N·nH) for lse and D. No T² buffer:
 // the forward keeps a running max / sum per (query, head) (online softmax) and the backward
@@ -73,6 +77,8 @@ fn hsum(x: vec4<f32>) -> f32 {
 @group(0) @binding(5) var<storage, read_write> lse: array<f32>;
 // attn_decode only: the cache row (b*S + slot) of each new token.
 @group(0) @binding(7) var<storage, read> slots: array<u32>;
+// Training kernels (forward and backward alike): each token's segment span, see the header.
+@group(0) @binding(12) var<storage, read> spans: array<vec2<u32>>;
 
 fn zero_output(i: u32, h: u32) {
   let qBase = (i * p.nH + h) * p.hd4;
@@ -80,8 +86,9 @@ fn zero_output(i: u32, h: u32) {
   lse[i * p.nH + h] = 0.0;
 }
 
-// Online softmax over the keys of query row i, head h, whose slot in batch row b is `slot`.
-fn forward_row(i: u32, h: u32, b: u32, slot: u32) {
+// Online softmax over the keys of query row i, head h, whose slot in batch row b is `slot`, from
+// key slot `first` on.
+fn forward_row(i: u32, h: u32, b: u32, slot: u32, first: u32) {
   let hd4 = p.hd4;
   let qBase = (i * p.nH + h) * hd4;
   let rowBase = b * p.S;
@@ -102,7 +109,7 @@ fn forward_row(i: u32, h: u32, b: u32, slot: u32) {
   }
   var m = NEG_BIG; // running max
   var l = 0.0;     // running sum of exp(s - m)
-  for (var j = 0u; j <= slot; j++) {
+  for (var j = first; j <= slot; j++) {
     if (seg[rowBase + j] != mySeg) { continue; }
     let kb = (rowBase + j) * kvStride + kvOff;
     var s4 = vec4<f32>(0.0);
@@ -136,7 +143,7 @@ fn attn_fwd(
   let i = row_index(wid, lid, nwg);
   if (i >= p.nQ) { return; }
   let b = i / p.Tq;
-  forward_row(i, wid.y, b, i - b * p.Tq);
+  forward_row(i, wid.y, b, i - b * p.Tq, spans[i].x);
 }
 
 // KV-cache decoding. q, o: [N, nH*hd] (the N new tokens, already written into the cache by
@@ -158,7 +165,7 @@ fn attn_decode(
     return;
   }
   let b = at / p.S;
-  forward_row(i, wid.y, b, at - b * p.S);
+  forward_row(i, wid.y, b, at - b * p.S, 0u);
 }
 
 // -------------------------------------------------------------------------------------- backward
@@ -221,7 +228,7 @@ fn attn_bwd_dq(
   let dsum = hsum(dsum4);
   bD[i * p.nH + h] = dsum;
   let L = blse[i * p.nH + h];
-  for (var j = 0u; j <= slot; j++) {
+  for (var j = spans[i].x; j <= slot; j++) {
     if (bseg[rowBase + j] != mySeg) { continue; }
     let kb = (rowBase + j) * kvStride + kvOff;
     var s4 = vec4<f32>(0.0);
@@ -251,7 +258,7 @@ fn attn_bwd_dkv(
   let g = wid.y;
   let hd4 = p.hd4;
   let b = j / p.Tq;
-  let rowEnd = b * p.S + p.Tq;
+  let rowEnd = b * p.S + spans[j].y;
   let kvBase = (j * p.nKv + g) * hd4;
   let mySeg = bseg[j];
   if (mySeg == 0u) {
@@ -326,7 +333,7 @@ fn attn_bwd_dkv_part(
   let slotJ = j - b * p.Tq;
   let outBase = ((c * p.nQ + j) * p.nH + h) * hd4;
   let lo = max(c * p.chunk, slotJ);
-  let hi = min((c + 1u) * p.chunk, p.Tq);
+  let hi = min((c + 1u) * p.chunk, spans[j].y);
   let mySeg = bseg[j];
   if (mySeg == 0u || lo >= hi) {
     for (var d = 0u; d < hd4; d++) {

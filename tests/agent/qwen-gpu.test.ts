@@ -366,7 +366,7 @@ describe('QwenGpuModel compact LM head', () => {
     const g = randomArray(N, 33);
     const run = async (mask: Uint32Array) => {
       const model = new QwenGpuModel(gpu, config, weights);
-      const fwd = model.forward(batch, targets, mask);
+      const fwd = model.forward(batch, targets, mask, { pack: false }); // the head alone: packed-rows tests below
       expect(fwd.compact !== null).toBe(mask === sparse);
       const gLp = gpu.upload(
         Float32Array.from(g, (x, i) => (sparse[i] ? x : 0)),
@@ -398,6 +398,80 @@ describe('QwenGpuModel compact LM head', () => {
     }
     for (const [name, ga] of a.grads)
       expect(normError(ga, b.grads.get(name)!), name).toBeLessThanOrEqual(1e-5);
+  });
+});
+
+describe('QwenGpuModel packed rows', () => {
+  // Episodes of one batch differ in length: a forward packs the short ones into shared rows
+  // (src/agent/model/packing.ts). A token's result must not depend on its slot.
+  for (const masked of ['every token', 'a sparse mask'] as const) {
+    it(`packed and padded forwards agree (${masked}): log-probs, entropies, gradients`, async () => {
+      const gpu = await getTestGpu();
+      const { config, weights } = tiny('tiny-qwen3-v512');
+      const seqs = [tokens(14, 41, 512), tokens(5, 42, 512), tokens(6, 43, 512), tokens(3, 44, 512)];
+      const batch = packBatch(seqs, { padSide: 'right' });
+      const N = batch.B * batch.T;
+      const { targets, mask: full } = nextTokenTargets(batch);
+      const mask = masked === 'every token' ? full : Uint32Array.from(full, (m, i) => (m && i % 2 ? 1 : 0));
+      const g = randomArray(N, 45);
+      const run = async (pack: boolean) => {
+        const model = new QwenGpuModel(gpu, config, weights);
+        const fwd = model.forward(batch, targets, mask, { pack });
+        // 14 + 6 + 5 + 3 in one row of 28 slots (2T: the most a real GPU's rows hold) instead of 4 × 14
+        expect([fwd.batch.B, fwd.batch.T]).toEqual(pack ? [1, 28] : [4, 14]);
+        const gLp = gpu.upload(
+          Float32Array.from(g, (x, i) => (mask[i] ? x : 0)),
+          [N],
+        );
+        const gEnt = gpu.upload(
+          Float32Array.from(g, (x, i) => (mask[i] ? -0.5 * x : 0)),
+          [N],
+        );
+        model.backward(fwd, gLp, gEnt);
+        const [lp, ent] = await gpu.readMany([fwd.head.logprob, fwd.head.entropy]);
+        const grads = new Map<string, Float32Array>();
+        for (const name of model.params.keys()) grads.set(name, await gpu.readF32(model.grad(name)));
+        fwd.release();
+        gLp.release();
+        gEnt.release();
+        model.release();
+        return { lp: lp as Float32Array, ent: ent as Float32Array, grads };
+      };
+      const packed = await run(true);
+      const padded = await run(false);
+      for (let i = 0; i < N; i++) {
+        if (!mask[i]) {
+          expect(packed.lp[i]).toBe(0);
+          expect(packed.ent[i]).toBe(0);
+          continue;
+        }
+        expect(Math.abs(packed.lp[i] - padded.lp[i])).toBeLessThanOrEqual(
+          1e-5 * Math.max(1, Math.abs(padded.lp[i])),
+        );
+        expect(Math.abs(packed.ent[i] - padded.ent[i])).toBeLessThanOrEqual(
+          1e-5 * Math.max(1, Math.abs(padded.ent[i])),
+        );
+      }
+      for (const [name, ga] of packed.grads)
+        expect(normError(ga, padded.grads.get(name)!), name).toBeLessThanOrEqual(1e-5);
+    });
+  }
+
+  it('packs on its own when it saves a tenth of the slots, and not otherwise', async () => {
+    const gpu = await getTestGpu();
+    const { config, weights } = tiny('tiny-qwen3-v512');
+    const model = new QwenGpuModel(gpu, config, weights);
+    const slots = (seqs: number[][]) => {
+      const batch = packBatch(seqs, { padSide: 'right' });
+      const fwd = model.forward(batch, nextTokenTargets(batch).targets);
+      const n = fwd.batch.B * fwd.batch.T;
+      fwd.release();
+      return n;
+    };
+    expect(slots([tokens(10, 1, 512), tokens(4, 2, 512), tokens(5, 3, 512)])).toBe(19); // 10 + 5 + 4
+    // 29 slots packed (one row on a CPU adapter; 10 + 10 | 9 in 2 × 20 on a GPU): not a tenth saved
+    expect(slots([tokens(10, 1, 512), tokens(10, 2, 512), tokens(9, 3, 512)])).toBe(30);
+    model.release();
   });
 });
 

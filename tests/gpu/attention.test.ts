@@ -12,6 +12,8 @@ import {
   kvQueryBlocks,
   kvRowLengths,
   kvSlots,
+  segmentSpans,
+  uploadSegments,
 } from '../../src/gpu/kernels/attention.ts';
 import {
   attentionBlock,
@@ -27,6 +29,10 @@ import { maxRelativeError } from '../../src/gpu/reference/matmul.ts';
 import type { Gpu } from '../../src/gpu/runtime.ts';
 import { numericGradient } from '../helpers/finite-diff.ts';
 import { getTestGpu, randomArray } from '../helpers/gpu.ts';
+
+// The first case of each head size builds its blocked pipelines: on a fresh machine (no Mesa disk
+// cache) lavapipe takes 40-50 s for the backward of hd 64 or 24, more on a busy CPU.
+const COMPILE_TIMEOUT_MS = 300_000;
 
 // Tolerances (max |gpu - ref| / max(1, |ref|), NaN anywhere fails):
 const FWD_TOL = 1e-5; // o and lse vs the float64 reference
@@ -82,11 +88,39 @@ const CASES: Case[] = [
     ],
   },
   {
+    // A segment id that comes back after another one (and padding inside a segment): its span runs
+    // from its first slot to its last, and the rule still decides every pair.
+    name: 'a segment interrupted by another and by padding, nH=2 nKv=1, hd=16, T=21',
+    dims: { batch: 2, nHeads: 2, nKvHeads: 1, headDim: 16 },
+    rows: [
+      [...run(1, 5), ...run(2, 4), ...run(1, 3), ...pad(2), ...run(1, 4), ...pad(3)],
+      [...pad(3), ...run(5, 6), ...pad(2), ...run(5, 7), ...run(6, 3)],
+    ],
+  },
+  {
     name: 'hd=8, nH=4 nKv=1, T=13, an all-padding row',
     dims: { batch: 3, nHeads: 4, nKvHeads: 1, headDim: 8 },
     rows: [run(1, 13), pad(13), [...run(4, 6), ...pad(7)]],
   },
 ];
+
+// Every case runs twice: with a bare seg tensor (the kernels loop over whole rows) and with the
+// segment spans the model uploads (uploadSegments: the loops run over each token's segment only).
+const SEGMENTS = ['seg tensor', 'segment spans'] as const;
+function segmentsFor(gpu: Gpu, seg: Uint32Array, batch: number, how: (typeof SEGMENTS)[number]) {
+  if (how === 'seg tensor') {
+    const t = gpu.upload(seg, [seg.length], 'u32');
+    return { arg: t, release: () => t.release() };
+  }
+  const s = uploadSegments(gpu, seg, batch);
+  return {
+    arg: s,
+    release: () => {
+      s.seg.release();
+      s.spans.release();
+    },
+  };
+}
 
 function inputs(c: Case, seed: number) {
   const { nHeads: nH, nKvHeads: nKv, headDim: hd } = c.dims;
@@ -168,32 +202,38 @@ const KERNELS: Array<{ name: string; block: (headDim: number) => number }> = [
 ];
 
 describe.each(KERNELS)('attention forward, $name (GPU vs reference)', (kernels) => {
-  it.each(CASES.map((c, n) => [c.name, c, n] as const))(`%s (rel err <= ${FWD_TOL})`, async (_, c, n) => {
-    const gpu = await getTestGpu();
-    const { N, seg, q, k, v } = inputs(c, 10 * n);
-    const { nHeads: nH, nKvHeads: nKv, headDim: hd } = c.dims;
-    const t = {
-      q: gpu.upload(q, [N, nH * hd]),
-      k: gpu.upload(k, [N, nKv * hd]),
-      v: gpu.upload(v, [N, nKv * hd]),
-      seg: gpu.upload(seg, [N], 'u32'),
-    };
-    // Outputs pre-filled with NaN: every element, padding included, must be written.
-    const out = gpu.upload(new Float32Array(N * nH * hd).fill(Number.NaN), [N, nH * hd]);
-    const lseOut = gpu.upload(new Float32Array(N * nH).fill(Number.NaN), [N, nH]);
-    const { o, lse } = attentionForward(gpu, t.q, t.k, t.v, t.seg, {
-      ...c.dims,
-      out,
-      lse: lseOut,
-      block: kernels.block(hd),
-    });
-    const [go, gl] = await gpu.readMany([o, lse]);
-    const ref = attentionForwardRef(q, k, v, seg, c.dims);
-    expect(maxRelativeError(go, ref.o), 'o').toBeLessThanOrEqual(FWD_TOL);
-    expect(maxRelativeError(gl, ref.lse), 'lse').toBeLessThanOrEqual(FWD_TOL);
-    expect(paddingRowsAreZero(go, seg, nH * hd), 'padding queries output 0').toBe(true);
-    for (const x of [...Object.values(t), o, lse]) x.release();
-  });
+  const cases = CASES.flatMap((c, n) => SEGMENTS.map((how) => [`${c.name}, ${how}`, c, n, how] as const));
+  it.each(cases)(
+    `%s (rel err <= ${FWD_TOL})`,
+    async (_, c, n, how) => {
+      const gpu = await getTestGpu();
+      const { N, seg, q, k, v } = inputs(c, 10 * n);
+      const { nHeads: nH, nKvHeads: nKv, headDim: hd } = c.dims;
+      const segments = segmentsFor(gpu, seg, c.dims.batch, how);
+      const t = {
+        q: gpu.upload(q, [N, nH * hd]),
+        k: gpu.upload(k, [N, nKv * hd]),
+        v: gpu.upload(v, [N, nKv * hd]),
+      };
+      // Outputs pre-filled with NaN: every element, padding included, must be written.
+      const out = gpu.upload(new Float32Array(N * nH * hd).fill(Number.NaN), [N, nH * hd]);
+      const lseOut = gpu.upload(new Float32Array(N * nH).fill(Number.NaN), [N, nH]);
+      const { o, lse } = attentionForward(gpu, t.q, t.k, t.v, segments.arg, {
+        ...c.dims,
+        out,
+        lse: lseOut,
+        block: kernels.block(hd),
+      });
+      const [go, gl] = await gpu.readMany([o, lse]);
+      const ref = attentionForwardRef(q, k, v, seg, c.dims);
+      expect(maxRelativeError(go, ref.o), 'o').toBeLessThanOrEqual(FWD_TOL);
+      expect(maxRelativeError(gl, ref.lse), 'lse').toBeLessThanOrEqual(FWD_TOL);
+      expect(paddingRowsAreZero(go, seg, nH * hd), 'padding queries output 0').toBe(true);
+      for (const x of [...Object.values(t), o, lse]) x.release();
+      segments.release();
+    },
+    COMPILE_TIMEOUT_MS,
+  );
 });
 
 // dK/dV variants: per key row with the generic loops and blocked (CPU adapters; dQ likewise), and in
@@ -212,39 +252,74 @@ const DKV: Array<{
 ];
 
 describe.each(DKV)('attention backward, dK/dV $name (GPU vs reference analytic gradients)', (dkvOptions) => {
-  it.each(CASES.map((c, n) => [c.name, c, n] as const))(`%s (rel err <= ${BWD_TOL})`, async (_, c, n) => {
-    const gpu = await getTestGpu();
-    const { N, seg, q, k, v, dO } = inputs(c, 10 * n);
-    const { nHeads: nH, nKvHeads: nKv, headDim: hd } = c.dims;
-    const t = {
-      q: gpu.upload(q, [N, nH * hd]),
-      k: gpu.upload(k, [N, nKv * hd]),
-      v: gpu.upload(v, [N, nKv * hd]),
-      seg: gpu.upload(seg, [N], 'u32'),
-      dO: gpu.upload(dO, [N, nH * hd]),
-    };
-    const nan = (size: number, w: number) =>
-      gpu.upload(new Float32Array(size * w).fill(Number.NaN), [size, w]);
-    const { o, lse } = attentionForward(gpu, t.q, t.k, t.v, t.seg, c.dims);
-    const { dq, dk, dv } = attentionBackward(gpu, t.q, t.k, t.v, t.seg, o, lse, t.dO, {
-      ...c.dims,
-      dkvVariant: dkvOptions.dkvVariant,
-      dkvChunk: dkvOptions.dkvChunk,
-      dqBlock: dkvOptions.block(hd),
-      dkvBlock: dkvOptions.block(hd),
-      dq: nan(N, nH * hd),
-      dk: nan(N, nKv * hd),
-      dv: nan(N, nKv * hd),
-    });
-    const [gq, gk, gv] = await gpu.readMany([dq, dk, dv]);
-    const ref = attentionBackwardRef(q, k, v, seg, dO, c.dims);
-    expect(maxRelativeError(gq, ref.dq), 'dq').toBeLessThanOrEqual(BWD_TOL);
-    expect(maxRelativeError(gk, ref.dk), 'dk').toBeLessThanOrEqual(BWD_TOL);
-    expect(maxRelativeError(gv, ref.dv), 'dv').toBeLessThanOrEqual(BWD_TOL);
-    expect(paddingRowsAreZero(gq, seg, nH * hd), 'dq at padding').toBe(true);
-    expect(paddingRowsAreZero(gk, seg, nKv * hd), 'dk at padding').toBe(true);
-    expect(paddingRowsAreZero(gv, seg, nKv * hd), 'dv at padding').toBe(true);
-    for (const x of [...Object.values(t), o, lse, dq, dk, dv]) x.release();
+  const cases = CASES.flatMap((c, n) => SEGMENTS.map((how) => [`${c.name}, ${how}`, c, n, how] as const));
+  it.each(cases)(
+    `%s (rel err <= ${BWD_TOL})`,
+    async (_, c, n, how) => {
+      const gpu = await getTestGpu();
+      const { N, seg, q, k, v, dO } = inputs(c, 10 * n);
+      const { nHeads: nH, nKvHeads: nKv, headDim: hd } = c.dims;
+      const segments = segmentsFor(gpu, seg, c.dims.batch, how);
+      const t = {
+        q: gpu.upload(q, [N, nH * hd]),
+        k: gpu.upload(k, [N, nKv * hd]),
+        v: gpu.upload(v, [N, nKv * hd]),
+        dO: gpu.upload(dO, [N, nH * hd]),
+      };
+      const nan = (size: number, w: number) =>
+        gpu.upload(new Float32Array(size * w).fill(Number.NaN), [size, w]);
+      const { o, lse } = attentionForward(gpu, t.q, t.k, t.v, segments.arg, c.dims);
+      const { dq, dk, dv } = attentionBackward(gpu, t.q, t.k, t.v, segments.arg, o, lse, t.dO, {
+        ...c.dims,
+        dkvVariant: dkvOptions.dkvVariant,
+        dkvChunk: dkvOptions.dkvChunk,
+        dqBlock: dkvOptions.block(hd),
+        dkvBlock: dkvOptions.block(hd),
+        dq: nan(N, nH * hd),
+        dk: nan(N, nKv * hd),
+        dv: nan(N, nKv * hd),
+      });
+      const [gq, gk, gv] = await gpu.readMany([dq, dk, dv]);
+      const ref = attentionBackwardRef(q, k, v, seg, dO, c.dims);
+      expect(maxRelativeError(gq, ref.dq), 'dq').toBeLessThanOrEqual(BWD_TOL);
+      expect(maxRelativeError(gk, ref.dk), 'dk').toBeLessThanOrEqual(BWD_TOL);
+      expect(maxRelativeError(gv, ref.dv), 'dv').toBeLessThanOrEqual(BWD_TOL);
+      expect(paddingRowsAreZero(gq, seg, nH * hd), 'dq at padding').toBe(true);
+      expect(paddingRowsAreZero(gk, seg, nKv * hd), 'dk at padding').toBe(true);
+      expect(paddingRowsAreZero(gv, seg, nKv * hd), 'dv at padding').toBe(true);
+      for (const x of [...Object.values(t), o, lse, dq, dk, dv]) x.release();
+      segments.release();
+    },
+    COMPILE_TIMEOUT_MS,
+  );
+});
+
+describe('segmentSpans', () => {
+  it("each token's span is its segment's first to last slot in its row (its own empty slot for padding); pairs are the rule's", () => {
+    const seg = [1, 1, 2, 2, 1, 0, 0, 3, 3, 3, 0, 0];
+    const { spans, pairs } = segmentSpans(seg, 2); // rows of 6
+    const at = (i: number) => [spans[2 * i], spans[2 * i + 1]];
+    expect([0, 1, 4].map(at)).toEqual([
+      [0, 5],
+      [0, 5],
+      [0, 5],
+    ]);
+    expect([2, 3].map(at)).toEqual([
+      [2, 4],
+      [2, 4],
+    ]);
+    expect(at(5)).toEqual([5, 5]);
+    expect([6, 7, 8, 9, 10, 11].map(at)).toEqual([
+      [0, 0],
+      [1, 4],
+      [1, 4],
+      [1, 4],
+      [4, 4],
+      [5, 5],
+    ]);
+    // row 0: segment 1 has 3 tokens (1+2+3 pairs), segment 2 has 2 (1+2); row 1: segment 3 (1+2+3)
+    expect(pairs).toBe(6 + 3 + 6);
+    expect(() => segmentSpans(seg, 5)).toThrow(/do not split into 5 rows/);
   });
 });
 

@@ -7,7 +7,8 @@
 //   forward      per token and layer: x, h, x1, h2 [D]; q, o [H·hd]; k, v [KV·hd]; Qwen3's q/k before
 //                their norm; g, u, a [F]; the norms' rstd and attention's lse; LoRA's t [r] per module.
 //                With recomputation only each layer's input [D] is kept. Per token after the trunk:
-//                the final stream and norm [2D], ids/seg/pos, targets, the head's log-prob/entropy/lse.
+//                the final stream and norm [2D], ids/seg/pos, attention's segment spans [2], targets,
+//                the head's log-prob/entropy/lse.
 //   backward     gradients of the trained values (+ scratch gradients of frozen norms), then the
 //                larger of two moments: the LM head's (its own gradient only, a [rows, vocab chunk]
 //                logits block and dh [N, D]) and the last layer's (all gradients, dx [N, D] and dg,
@@ -138,7 +139,7 @@ export function planTrainingMemory(input: MemoryPlanInput): MemoryPlan {
   const perLayer = activationFloatsPerTokenLayer(c, lora) * N * F32;
   const headRows = (input.headShare ?? 1) <= 0.75 ? Math.ceil(N * (input.headShare ?? 1)) : N;
   const compactHead = headRows < N ? headRows * (D + 5) * F32 : 0;
-  const trunkTail = N * (2 * D + 8) * F32 + compactHead;
+  const trunkTail = N * (2 * D + 10) * F32 + compactHead;
   const activations = (input.recompute ? c.numLayers * N * D * F32 : c.numLayers * perLayer) + trunkTail;
 
   const gradients = (lora ? loraP + normValues : P) * F32;

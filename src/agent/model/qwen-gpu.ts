@@ -21,10 +21,13 @@ import {
   attentionForward,
   createKvCache,
   decodeBlocked,
+  defaultDkvVariant,
   type KvCache,
   kvCacheAppend,
   kvQueryBlocks,
   kvSlots,
+  type Segments,
+  uploadSegments,
 } from '../../gpu/kernels/attention.ts';
 import { decodeQueryBlock } from '../../gpu/kernels/attention-blocked.ts';
 import { add, addInPlace, scaleInPlace, swiglu, swigluBackward } from '../../gpu/kernels/elementwise.ts';
@@ -41,6 +44,7 @@ import type { ModelConfig } from './config.ts';
 import { decodeBf16, decodeF16, encodeBf16, encodeF16 } from './dtype.ts';
 import { type LoraConfig, loraScale, loraTensors } from './lora.ts';
 import { widestActivation } from './memory-plan.ts';
+import { NOT_PACKED, packRows } from './packing.ts';
 import { expectedTensors } from './weights.ts';
 
 // ------------------------------------------------------------------------------------ batches
@@ -109,10 +113,22 @@ interface LayerActivations {
   lora: Map<string, Tensor>;
 }
 
+/** A batch's inputs on the GPU (uploadBatch). */
+interface UploadedBatch {
+  ids: Tensor;
+  seg: Tensor;
+  spans: Tensor;
+  segments: Segments;
+  pos: Tensor;
+}
+
 /** What backwardHidden() needs from forwardHidden(): the batch and per-layer activations. */
 export interface HiddenActivations {
   batch: TokenBatch;
   seg: Tensor;
+  /** The batch's segments as attention reads them (seg, and each token's span: attention.ts). */
+  segments: Segments;
+  spans: Tensor;
   pos: Tensor;
   ids: Tensor;
   /** Each layer's activations; null where recomputation keeps only the layer's input. */
@@ -130,11 +146,31 @@ export interface ForwardActivations extends HiddenActivations {
   targets: Tensor; // [N], or [M] with a compact head
   head: TokenLogprobResult; // logprob, entropy, lse          [N] (0 on inactive rows)
   /** When the head ran on the M active rows only: their positions and the head's own results. */
-  compact: { rows: Uint32Array; rowsT: Tensor; h: Tensor; head: TokenLogprobResult } | null;
+  /**
+   * When the head ran on the M active tokens only: their indices in the caller's [B, T] layout
+   * (rows, rowsT), their slots in the trunk's (hRows: the same unless the trunk ran packed), and the
+   * head's own results.
+   */
+  compact: {
+    rows: Uint32Array;
+    rowsT: Tensor;
+    hRows: Uint32Array;
+    h: Tensor;
+    head: TokenLogprobResult;
+  } | null;
 }
 
 /** The head runs on the active rows alone when they are at most this share of all rows. */
 const COMPACT_HEAD_SHARE = 0.75;
+
+/** A training forward packs its rows when the packed batch has at most this share of the slots. */
+const PACK_SHARE = 0.9;
+/**
+ * Where dK/dV runs in query chunks (real GPUs), packed rows hold at most this many times the batch's
+ * T: sequences longer than half of T (most agent episodes of a batch) can then share a row, while
+ * the chunks, at most 16 per row, stay short enough to split each key's loop.
+ */
+const PACK_ROW_FACTOR = 2;
 
 /** out [N] with out[rows[k]] = x[k] and 0 elsewhere (x [M]); rows distinct. */
 function scatterRows(gpu: Gpu, x: Tensor, rows: Uint32Array, N: number, label: string): Tensor {
@@ -364,7 +400,7 @@ export class QwenGpuModel {
     return out;
   }
 
-  private uploadBatch(batch: TokenBatch): { ids: Tensor; seg: Tensor; pos: Tensor } {
+  private uploadBatch(batch: TokenBatch): UploadedBatch {
     const N = batch.B * batch.T;
     if (batch.ids.length !== N || batch.seg.length !== N || batch.pos.length !== N) {
       throw new Error(`TokenBatch: ids/seg/pos must each hold B*T = ${N} values`);
@@ -376,9 +412,12 @@ export class QwenGpuModel {
       }
     }
     const gpu = this.gpu;
+    const segments = uploadSegments(gpu, batch.seg, batch.B);
     return {
       ids: gpu.upload(batch.ids, [N], 'u32', 'batch.ids'),
-      seg: gpu.upload(batch.seg, [N], 'u32', 'batch.seg'),
+      seg: segments.seg,
+      spans: segments.spans,
+      segments,
       pos: gpu.upload(batch.pos, [N], 'u32', 'batch.pos'),
     };
   }
@@ -386,7 +425,7 @@ export class QwenGpuModel {
   // ---------------------------------------------------------------------------- one layer
 
   /** Attention block and MLP block of layer `l`, from residual stream x. Returns the activations. */
-  layerForward(l: number, x: Tensor, seg: Tensor, pos: Tensor, B: number): LayerActivations {
+  layerForward(l: number, x: Tensor, seg: Tensor | Segments, pos: Tensor, B: number): LayerActivations {
     const { gpu, config: c } = this;
     const pre = `model.layers.${l}.`;
     const { y: h, rstd: rstd1 } = rmsnorm(gpu, x, this.p(`${pre}input_layernorm.weight`), {
@@ -445,7 +484,14 @@ export class QwenGpuModel {
    * Backward of layer l. dx is dLoss/d(layer output) on entry and is overwritten in place with
    * dLoss/d(layer input). Parameter gradients accumulate into this.grads.
    */
-  layerBackward(l: number, act: LayerActivations, dx: Tensor, seg: Tensor, pos: Tensor, B: number): void {
+  layerBackward(
+    l: number,
+    act: LayerActivations,
+    dx: Tensor,
+    seg: Tensor | Segments,
+    pos: Tensor,
+    B: number,
+  ): void {
     const { gpu, config: c } = this;
     const pre = `model.layers.${l}.`;
     // dX of one projection (and dW, db unless frozen); with a LoRA adapter also
@@ -538,10 +584,10 @@ export class QwenGpuModel {
   // ---------------------------------------------------------------------------- whole model
 
   /** Final hidden states (after the last norm) of a batch, no activations kept: for inference. */
-  private hiddenStates(batch: TokenBatch, t: { ids: Tensor; seg: Tensor; pos: Tensor }): Tensor {
+  private hiddenStates(batch: TokenBatch, t: UploadedBatch): Tensor {
     let x = embedding(this.gpu, this.p('model.embed_tokens.weight'), t.ids, { seg: t.seg });
     for (let l = 0; l < this.config.numLayers; l++) {
-      const act = this.layerForward(l, x, t.seg, t.pos, batch.B);
+      const act = this.layerForward(l, x, t.segments, t.pos, batch.B);
       const next = this.layerOutput(l, act);
       releaseLayer(act); // releases x too
       x = next;
@@ -558,7 +604,7 @@ export class QwenGpuModel {
     const h = this.hiddenStates(batch, t);
     const out = linear(this.gpu, h, this.lmHead);
     const data = await this.gpu.readF32(out);
-    for (const x of [h, out, t.ids, t.seg, t.pos]) x.release();
+    for (const x of [h, out, t.ids, t.seg, t.spans, t.pos]) x.release();
     return data;
   }
 
@@ -574,7 +620,7 @@ export class QwenGpuModel {
     const inputs: (Tensor | null)[] = [];
     const recompute = this.recomputeActivations;
     for (let l = 0; l < this.config.numLayers; l++) {
-      const act = this.layerForward(l, x, t.seg, t.pos, batch.B);
+      const act = this.layerForward(l, x, t.segments, t.pos, batch.B);
       const next = this.layerOutput(l, act);
       if (recompute) {
         inputs.push(act.x);
@@ -600,9 +646,18 @@ export class QwenGpuModel {
       release() {
         for (const act of layers) if (act) releaseLayer(act);
         for (const z of inputs) z?.release();
-        for (const z of [x, hFinal, rstdFinal, t.ids, t.seg, t.pos]) z.release();
+        for (const z of [x, hFinal, rstdFinal, t.ids, t.seg, t.spans, t.pos]) z.release();
       },
     };
+  }
+
+  /**
+   * The longest packed row of a training forward over a batch of T slots per row: CPU adapters loop
+   * over each key's span whatever the row (one row holds everything: no padding at all); real GPUs
+   * split dK/dV into chunks of the row, which long rows would make too coarse.
+   */
+  private packCapacity(T: number): number {
+    return defaultDkvVariant(this.gpu) === 'chunks' ? PACK_ROW_FACTOR * T : Number.POSITIVE_INFINITY;
   }
 
   /**
@@ -614,23 +669,37 @@ export class QwenGpuModel {
     batch: TokenBatch,
     targets: Uint32Array,
     mask?: Uint32Array,
-    options: { temperature?: number } = {},
+    options: { temperature?: number; pack?: boolean } = {},
   ): ForwardActivations {
     const gpu = this.gpu;
     const N = batch.B * batch.T;
     if (targets.length !== N) throw new Error(`forward: ${targets.length} targets for ${N} tokens`);
     const active = mask ?? batch.seg.map((s) => (s === 0 ? 0 : 1));
     if (active.length !== N) throw new Error(`forward: ${active.length} mask values for ${N} tokens`);
-    const trunk = this.forwardHidden(batch);
+    const rows: number[] = [];
+    for (let i = 0; i < N; i++) if (active[i] !== 0) rows.push(i);
+    // Ragged rows (agent episodes padded to the longest) run packed when that saves a tenth of the
+    // trunk's slots (options.pack forces it either way): packing.ts. Attention loops over each
+    // token's own sequence (its segment span), so a packed row costs what its sequences would cost
+    // alone. The head then runs on the active tokens, read from their packed slots, and its results
+    // land in the caller's [B, T] layout as always.
+    const packed = options.pack === false ? null : packRows(batch, this.packCapacity(batch.T));
+    const usePacked =
+      packed !== null &&
+      rows.length > 0 &&
+      rows.every((i) => packed.packedIndex[i] !== NOT_PACKED) &&
+      (options.pack === true || packed.batch.B * packed.batch.T <= PACK_SHARE * N);
+    const trunk = this.forwardHidden(usePacked ? packed.batch : batch);
     // The LM head is a third of a small model's step and RL trains only the policy's tokens (a
     // fifth of an agent episode): when few rows are active, gather them, run the head on those
     // alone, and scatter the results back. Row results do not depend on which other rows are there.
-    const rows: number[] = [];
-    for (let i = 0; i < N; i++) if (active[i] !== 0) rows.push(i);
-    if (rows.length > 0 && rows.length <= COMPACT_HEAD_SHARE * N) {
+    if (rows.length > 0 && (usePacked || rows.length <= COMPACT_HEAD_SHARE * N)) {
       const rowIds = Uint32Array.from(rows);
       const rowsT = gpu.upload(rowIds, [rows.length], 'u32', 'head.rows');
-      const hActive = embedding(gpu, trunk.hFinal, rowsT, { label: 'head.h' });
+      const hRows = usePacked ? Uint32Array.from(rows, (i) => packed.packedIndex[i]) : rowIds;
+      const hRowsT = usePacked ? gpu.upload(hRows, [rows.length], 'u32', 'head.hRows') : rowsT;
+      const hActive = embedding(gpu, trunk.hFinal, hRowsT, { label: 'head.h' });
+      if (hRowsT !== rowsT) hRowsT.release();
       const targetsT = gpu.upload(
         Uint32Array.from(rows, (i) => targets[i]),
         [rows.length],
@@ -655,7 +724,7 @@ export class QwenGpuModel {
         ...trunk,
         targets: targetsT,
         head,
-        compact: { rows: rowIds, rowsT, h: hActive, head: compactHead },
+        compact: { rows: rowIds, rowsT, hRows, h: hActive, head: compactHead },
         release() {
           trunk.release();
           targetsT.release();
@@ -702,7 +771,7 @@ export class QwenGpuModel {
     };
     if (fwd.compact) {
       // Gather the active rows' gradients, back through the head on those rows, scatter dh.
-      const { rows, rowsT, h, head } = fwd.compact;
+      const { rowsT, hRows, h, head } = fwd.compact;
       const gather = (g: Tensor | null) => (g ? gatherRows(gpu, g, rowsT) : null);
       const gLp = gather(gLogprob);
       const gEnt = gather(gEntropy);
@@ -714,7 +783,7 @@ export class QwenGpuModel {
       gLp?.release();
       gEnt?.release();
       const dhFinal = gpu.zeros(fwd.hFinal.shape, 'f32', 'head.dhFinal');
-      embeddingBackward(gpu, dh!, dhFinal, rows);
+      embeddingBackward(gpu, dh!, dhFinal, hRows);
       dh!.release();
       this.backwardHidden(fwd, dhFinal);
       dhFinal.release();
@@ -743,14 +812,14 @@ export class QwenGpuModel {
     for (let l = this.config.numLayers - 1; l >= 0; l--) {
       const kept = fwd.layers[l];
       if (kept) {
-        this.layerBackward(l, kept, dx, fwd.seg, fwd.pos, B);
+        this.layerBackward(l, kept, dx, fwd.segments, fwd.pos, B);
         continue;
       }
       // Recompute: the layer's forward again from its input (layerOutput too: it keeps down_proj's
       // LoRA branch), then its backward, then free all of it, the input included.
-      const act = this.layerForward(l, fwd.inputs[l]!, fwd.seg, fwd.pos, B);
+      const act = this.layerForward(l, fwd.inputs[l]!, fwd.segments, fwd.pos, B);
       this.layerOutput(l, act).release();
-      this.layerBackward(l, act, dx, fwd.seg, fwd.pos, B);
+      this.layerBackward(l, act, dx, fwd.segments, fwd.pos, B);
       releaseLayer(act);
       fwd.inputs[l] = null;
     }

@@ -3,6 +3,9 @@
 // the generic loops of src/shaders/attention.wgsl. Same bindings, same masking rule, same sums in the
 // same order; only the work per invocation differs.
 //
+// The training kernels (not the decode one) read each token's segment span (binding 12) and loop
+// over those slots alone, as the generic ones do.
+//
 // Why generated: a CPU adapter runs invocations as SIMD lanes, and in the generic kernels each lane
 // keeps its rows (q, the accumulators) in private arrays indexed by a runtime loop counter. Measured
 // on lavapipe (qwen-tiny's attention, hd 32, 4 rows × 700 tokens), those arrays live in memory and
@@ -111,6 +114,18 @@ const ENTRY_ARGS = `
   @builtin(local_invocation_id) lid: vec3<u32>,
   @builtin(num_workgroups) nwg: vec3<u32>,`;
 
+// Each token's segment span (attention.wgsl's header): the training kernels' loop bounds.
+const SPANS = '@group(0) @binding(12) var<storage, read> spans: array<vec2<u32>>;';
+
+/**
+ * The first key slot a block of queries needs: the smallest span start of its items (a block may
+ * straddle two sequences of a packed row).
+ */
+function firstKey(R: number): string {
+  return `  var jStart = t0;
+${each(R, (r) => `  if (has${r}) { jStart = min(jStart, spans[i${r}].x); }`)}`;
+}
+
 // The forward's bindings (attn_fwd_blocked; attn_decode_blocked adds slots and block starts).
 const FORWARD_BINDINGS = `@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;
@@ -120,7 +135,8 @@ const FORWARD_BINDINGS = `@group(0) @binding(0) var<storage, read> q: array<vec4
 @group(0) @binding(5) var<storage, read_write> lse: array<f32>;`;
 
 // The inputs of both backward kernels (each adds D, and o / dq or dk / dv, at bindings 7-9).
-const BACKWARD_INPUTS = `@group(0) @binding(0) var<storage, read> bq: array<vec4<f32>>;
+const BACKWARD_INPUTS = `${SPANS}
+@group(0) @binding(0) var<storage, read> bq: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> bk: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> bv: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> bseg: array<u32>;
@@ -175,6 +191,7 @@ function forwardWgsl(hd4: number, block: number): string {
   const R = block;
   return `${HEADER}
 ${FORWARD_BINDINGS}
+${SPANS}
 
 @compute @workgroup_size(64, 1, 1)
 fn attn_fwd_blocked(${ENTRY_ARGS}
@@ -189,7 +206,8 @@ ${each(
 ${queryRegisters(`${r}`, hd4)}`,
 )}
   let tEnd = min(t0 + ${block}u, p.Tq);
-  for (var j = 0u; j < tEnd; j++) {
+${firstKey(R)}
+  for (var j = jStart; j < tEnd; j++) {
     let sj = seg[rowBase + j];
     if (sj == 0u) { continue; }
     let kb = (rowBase + j) * kvStride + kvOff;
@@ -232,7 +250,8 @@ ${each(hd4, (d) => `  var acc${r}_${d} = vec4<f32>(0.0);`)}
   if (has${r}) { bD[i${r} * p.nH + h] = D${r}; }`,
 )}
   let tEnd = min(t0 + ${block}u, p.Tq);
-  for (var j = 0u; j < tEnd; j++) {
+${firstKey(R)}
+  for (var j = jStart; j < tEnd; j++) {
     let sj = bseg[rowBase + j];
     if (sj == 0u) { continue; }
     let kb = (rowBase + j) * kvStride + kvOff;
@@ -286,7 +305,9 @@ ${each(hd4, (d) => `  let v${r}_${d} = bv[kvb${r} + ${d}u];`)}
 ${each(hd4, (d) => `  var dk${r}_${d} = vec4<f32>(0.0);`)}
 ${each(hd4, (d) => `  var dv${r}_${d} = vec4<f32>(0.0);`)}`,
 )}
-  for (var t = t0; t < p.Tq; t++) {
+  var tStop = t0;
+${each(R, (r) => `  if (has${r}) { tStop = max(tStop, spans[i${r}].y); }`)}
+  for (var t = t0; t < tStop; t++) {
     let i = rowBase + t;
     let si = bseg[i];
     if (si == 0u) { continue; }

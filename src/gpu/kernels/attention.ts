@@ -5,7 +5,10 @@
 //   q [N, nHeads*headDim], k/v [N, nKvHeads*headDim], seg [N] u32 (0 = padding)
 //   o [N, nHeads*headDim], lse [N, nHeads]
 // Query i attends key j iff same batch row, j <= i and seg[j] == seg[i] != 0 (causal, left/right
-// padding and packed sequences in one rule). Padding queries output exactly 0.
+// padding and packed sequences in one rule). Padding queries output exactly 0. The training kernels
+// loop over each token's segment span only (Segments: uploadSegments, which the model calls once per
+// batch; a bare seg tensor means whole rows), so the sequences packed into one row cost what they
+// would cost in rows of their own.
 //
 // Memory: O(N·nH·hd) (q, k, v, o, gradients) plus O(N·nH) (lse, and D during the backward); nothing
 // grows as heads × T² × batch. The forward is an online softmax; the backward recomputes the
@@ -150,6 +153,87 @@ function checkSeg(fn: string, seg: Tensor, batch: number): { N: number; T: numbe
   return { N, T: N / batch };
 }
 
+/**
+ * A batch's segments as the training kernels read them: the ids [N], and per token the slots
+ * [first, end) of its row that hold its segment id ([N] vec2 u32; its own slot, empty, for a padding
+ * token): the kernels' loop bounds. `pairs` counts the (query, key) pairs the masking rule allows,
+ * for the dispatch's cost estimate.
+ */
+export interface Segments {
+  seg: Tensor;
+  spans: Tensor;
+  pairs: number;
+}
+
+/**
+ * Each token's segment span (see Segments) of B rows of segment ids, and the allowed pairs. Exact
+ * for any layout: a segment id that occurs in two places of a row spans from the first to the last.
+ */
+export function segmentSpans(seg: ArrayLike<number>, batch: number): { spans: Uint32Array; pairs: number } {
+  const N = seg.length;
+  if (!Number.isInteger(batch) || batch < 1 || N % batch !== 0)
+    throw new Error(`segmentSpans: ${N} segment ids do not split into ${batch} rows`);
+  const T = N / batch;
+  const spans = new Uint32Array(2 * N);
+  let pairs = 0;
+  for (let b = 0; b < batch; b++) {
+    const first = new Map<number, number>();
+    const end = new Map<number, number>();
+    const seen = new Map<number, number>(); // tokens of each segment so far: the keys token t sees
+    for (let t = 0; t < T; t++) {
+      const s = seg[b * T + t];
+      if (s === 0) continue;
+      if (!first.has(s)) first.set(s, t);
+      end.set(s, t + 1);
+      const n = (seen.get(s) ?? 0) + 1;
+      seen.set(s, n);
+      pairs += n;
+    }
+    for (let t = 0; t < T; t++) {
+      const i = b * T + t;
+      const s = seg[i];
+      spans[2 * i] = s === 0 ? t : first.get(s)!;
+      spans[2 * i + 1] = s === 0 ? t : end.get(s)!;
+    }
+  }
+  return { spans, pairs };
+}
+
+/** Uploads a batch's segment ids with their spans (segmentSpans): what the model's layers share. */
+export function uploadSegments(gpu: Gpu, seg: Uint32Array, batch: number, label = 'batch'): Segments {
+  const { spans, pairs } = segmentSpans(seg, batch);
+  return {
+    seg: gpu.upload(seg, [seg.length], 'u32', `${label}.seg`),
+    spans: gpu.upload(spans, [seg.length, 2], 'u32', `${label}.spans`),
+    pairs,
+  };
+}
+
+/**
+ * The seg tensor, the spans and the allowed pairs of `segments`; for a bare seg tensor, whole-row
+ * spans (uploaded here, released by the caller through `release`) and every causal pair.
+ */
+function spansOf(
+  gpu: Gpu,
+  fn: string,
+  segments: Tensor | Segments,
+  batch: number,
+): { seg: Tensor; spans: Tensor; pairs: number; N: number; T: number; release(): void } {
+  const seg = segments instanceof Tensor ? segments : segments.seg;
+  const { N, T } = checkSeg(fn, seg, batch);
+  if (!(segments instanceof Tensor)) {
+    if (segments.spans.dtype !== 'u32' || segments.spans.size !== 2 * N)
+      throw new Error(
+        `${fn}: spans ${shapeOf(segments.spans)} ${segments.spans.dtype}, expected [${N}, 2] u32`,
+      );
+    return { seg, spans: segments.spans, pairs: segments.pairs, N, T, release() {} };
+  }
+  const whole = new Uint32Array(2 * Math.max(N, 1));
+  for (let i = 0; i < N; i++) whole[2 * i + 1] = T;
+  const spans = gpu.upload(whole, [whole.length / 2, 2], 'u32', 'attention.spans');
+  return { seg, spans, pairs: (batch * T * (T + 1)) / 2, N, T, release: () => spans.release() };
+}
+
 function output(gpu: Gpu, given: Tensor | undefined, fn: string, name: string, shape: number[]): Tensor {
   if (!given) return gpu.empty(shape, 'f32', `attention.${name}`);
   const want = shape.reduce((a, b) => a * b, 1);
@@ -210,8 +294,8 @@ function params(gpu: Gpu, nQ: number, Tq: number, S: number, d: AttentionDims, c
 }
 
 /** Multiply-adds of the score and value products over all allowed (query, key, head) triples, ×2. */
-function causalFlops(batch: number, T: number, nHeads: number, headDim: number, perPair: number): number {
-  return batch * ((T * (T + 1)) / 2) * nHeads * headDim * 2 * perPair;
+function causalFlops(pairs: number, nHeads: number, headDim: number, perPair: number): number {
+  return pairs * nHeads * headDim * 2 * perPair;
 }
 
 /**
@@ -223,26 +307,31 @@ export function attentionForward(
   q: Tensor,
   k: Tensor,
   v: Tensor,
-  seg: Tensor,
+  segments: Tensor | Segments,
   options: AttentionForwardOptions,
 ): { o: Tensor; lse: Tensor } {
   const fn = 'attentionForward';
   const { batch, nHeads, nKvHeads, headDim } = options;
   checkHeads(fn, nHeads, nKvHeads, headDim);
-  const { N, T } = checkSeg(fn, seg, batch);
+  const { seg, spans, pairs, N, T, release } = spansOf(gpu, fn, segments, batch);
   checkMatrix(fn, 'q', q, N, nHeads * headDim, 'tokens × nHeads*headDim');
   checkMatrix(fn, 'k', k, N, nKvHeads * headDim, 'tokens × nKvHeads*headDim');
   checkMatrix(fn, 'v', v, N, nKvHeads * headDim, 'tokens × nKvHeads*headDim');
   const o = output(gpu, options.out, fn, 'out', [N, nHeads * headDim]);
   const lse = output(gpu, options.lse, fn, 'lse', [N, nHeads]);
-  if (N === 0) return { o, lse };
+  if (N === 0) {
+    release();
+    return { o, lse };
+  }
   const block = checkBlock(fn, 'block', options.block ?? attentionBlocks(gpu, headDim).fwd);
+  const none = undefined;
   gpu.dispatch(
     block > 1 ? blockedKernel(gpu, 'attn_fwd_blocked', headDim, block) : kernel(gpu, 'attn_fwd'),
-    [q, k, v, seg, o, lse, params(gpu, N, T, T, options)],
+    [q, k, v, seg, o, lse, params(gpu, N, T, T, options), none, none, none, none, none, spans],
     block > 1 ? blockGrid(gpu, batch, T, block, nHeads) : rowGrid(gpu, N, nHeads),
-    causalFlops(batch, T, nHeads, headDim, 2),
+    causalFlops(pairs, nHeads, headDim, 2),
   );
+  release(); // safe: pooled reuse is ordered after the recorded dispatch
   return { o, lse };
 }
 
@@ -255,7 +344,7 @@ export function attentionBackward(
   q: Tensor,
   k: Tensor,
   v: Tensor,
-  seg: Tensor,
+  segments: Tensor | Segments,
   o: Tensor,
   lse: Tensor,
   dO: Tensor,
@@ -264,7 +353,7 @@ export function attentionBackward(
   const fn = 'attentionBackward';
   const { batch, nHeads, nKvHeads, headDim } = options;
   checkHeads(fn, nHeads, nKvHeads, headDim);
-  const { N, T } = checkSeg(fn, seg, batch);
+  const { seg, spans, pairs, N, T, release } = spansOf(gpu, fn, segments, batch);
   const qw = nHeads * headDim;
   const kw = nKvHeads * headDim;
   checkMatrix(fn, 'q', q, N, qw, 'tokens × nHeads*headDim');
@@ -276,16 +365,20 @@ export function attentionBackward(
   const dq = output(gpu, options.dq, fn, 'dq', [N, qw]);
   const dk = output(gpu, options.dk, fn, 'dk', [N, kw]);
   const dv = output(gpu, options.dv, fn, 'dv', [N, kw]);
-  if (N === 0) return { dq, dk, dv };
+  if (N === 0) {
+    release();
+    return { dq, dk, dv };
+  }
   const D = gpu.empty([N, nHeads], 'f32', 'attention.D');
+  const none = undefined;
   const u = params(gpu, N, T, T, options);
   const blocks = attentionBlocks(gpu, headDim);
   const dqBlock = checkBlock(fn, 'dqBlock', options.dqBlock ?? blocks.dq);
   gpu.dispatch(
     dqBlock > 1 ? blockedKernel(gpu, 'attn_bwd_dq_blocked', headDim, dqBlock) : kernel(gpu, 'attn_bwd_dq'),
-    [q, k, v, seg, lse, dO, u, D, o, dq],
+    [q, k, v, seg, lse, dO, u, D, o, dq, none, none, spans],
     dqBlock > 1 ? blockGrid(gpu, batch, T, dqBlock, nHeads) : rowGrid(gpu, N, nHeads),
-    causalFlops(batch, T, nHeads, headDim, 3),
+    causalFlops(pairs, nHeads, headDim, 3),
   );
   const variant = options.dkvVariant ?? defaultDkvVariant(gpu);
   const chunk = variant === 'chunks' ? (options.dkvChunk ?? dkvChunking(T, N, nHeads, headDim)) : null;
@@ -297,11 +390,10 @@ export function attentionBackward(
     const pdv = gpu.empty([nC, N, qw], 'f32', 'attention.pdv');
     gpu.dispatch(
       kernel(gpu, 'attn_bwd_dkv_part'),
-      [q, k, v, seg, lse, dO, uc, D, pdk, pdv],
+      [q, k, v, seg, lse, dO, uc, D, pdk, pdv, none, none, spans],
       rowGrid(gpu, N, nHeads * nC),
-      causalFlops(batch, T, nHeads, headDim, 4),
+      causalFlops(pairs, nHeads, headDim, 4),
     );
-    const none = undefined;
     gpu.dispatch(
       kernel(gpu, 'attn_bwd_dkv_sum'),
       [none, none, none, none, none, none, uc, none, dk, dv, pdk, pdv],
@@ -316,12 +408,13 @@ export function attentionBackward(
       dkvBlock > 1
         ? blockedKernel(gpu, 'attn_bwd_dkv_blocked', headDim, dkvBlock)
         : kernel(gpu, 'attn_bwd_dkv'),
-      [q, k, v, seg, lse, dO, u, D, dk, dv],
+      [q, k, v, seg, lse, dO, u, D, dk, dv, none, none, spans],
       dkvBlock > 1 ? blockGrid(gpu, batch, T, dkvBlock, nKvHeads) : rowGrid(gpu, N, nKvHeads),
-      causalFlops(batch, T, nHeads, headDim, 4),
+      causalFlops(pairs, nHeads, headDim, 4),
     );
   }
   D.release(); // safe: pooled reuse is ordered after the recorded dispatches
+  release();
   return { dq, dk, dv };
 }
 

@@ -1,0 +1,136 @@
+// npm run bench:packing -- --config configs/<name>.json [--model DIR] [--questions 8] [--samples 8]
+//                          [--reps 2] [--temperature 0.5]
+// One rollout of the config (the questions of step 1 × samples episodes, the trainer's code), then
+// the update's forward + backward over those episodes, timed with the rows padded to the longest
+// episode and with the rows packed (src/agent/model/packing.ts), in the trainer's micro-batches, on
+// one adapter in one run. Prints the slots each layout computes, the seconds, the ratio, and the
+// largest difference of the two layouts' log-probs (they should agree to rounding).
+import { parseArgs } from 'node:util';
+import { buildTrainingBatch, sliceRows } from '../src/rl/batch.ts';
+import { runRollouts } from '../src/rl/rollout.ts';
+import { microBatchRanges, trajectoryEpisode } from '../src/rl/trainer.ts';
+import { benchTrainer } from './trainer-cli.ts';
+
+const USAGE =
+  'usage: npm run bench:packing -- --config configs/<name>.json [--model DIR] [--questions 8] [--samples 8] [--reps 2] [--temperature 0.5]';
+function fail(message: string): never {
+  console.error(`bench:packing: ${message}\n${USAGE}`);
+  process.exit(2);
+}
+let values: Record<string, string | undefined>;
+try {
+  values = parseArgs({
+    options: {
+      config: { type: 'string' },
+      model: { type: 'string' },
+      questions: { type: 'string' },
+      samples: { type: 'string' },
+      reps: { type: 'string' },
+      temperature: { type: 'string' },
+    },
+    strict: true,
+  }).values;
+} catch (e) {
+  fail((e as Error).message);
+}
+if (!values.config) fail('--config is required');
+const given = (name: string): number | undefined => {
+  if (values[name] === undefined) return undefined;
+  const v = Number(values[name]);
+  if (!Number.isInteger(v) || v < 1) fail(`--${name} must be a positive integer, got ${values[name]}`);
+  return v;
+};
+const questions = given('questions');
+const samples = given('samples');
+const reps = given('reps') ?? 2;
+const temperatureArg = values.temperature === undefined ? undefined : Number(values.temperature);
+if (temperatureArg !== undefined && !(temperatureArg > 0))
+  fail(`--temperature must be > 0, got ${values.temperature}`);
+const { config, gpu, trainer } = await benchTrainer(values.config, values.model, fail);
+const Q = questions ?? config.rollout.questionsPerStep;
+const G = samples ?? config.rollout.samplesPerQuestion;
+const temperature = temperatureArg ?? (config.rollout.temperature > 0 ? config.rollout.temperature : 1);
+console.log(`model ${config.model.path}, ${Q} questions × ${G} samples, temperature ${temperature}`);
+
+const t0 = performance.now();
+const { trajectories } = await runRollouts({
+  model: trainer.policy,
+  tokenizer: trainer.tokenizer,
+  tasks: trainer.questionsFor(1, Q),
+  samplesPerTask: G,
+  toolsFor: trainer.rlTools,
+  env: trainer.envOptions(),
+  maxNewTokensPerTurn: config.rollout.maxNewTokensPerTurn,
+  maxTotalTokens: config.rollout.maxTotalTokens,
+  temperature,
+  topP: config.rollout.topP,
+  topK: config.rollout.topK,
+  seed: 1,
+});
+console.log(`rollout: ${trajectories.length} episodes in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+
+const batch = buildTrainingBatch(trajectories.map((t) => trajectoryEpisode(t, config.reward.processWeight)));
+const { B, T } = batch;
+const real = trajectories.reduce((n, t) => n + t.ids.length, 0);
+const mask = Uint32Array.from(batch.lossMask, (m) => (m > 0 ? 1 : 0));
+const ranges = microBatchRanges(0, B, trainer.microBatch.rows);
+console.log(
+  `${B} rows × T ${T} = ${B * T} slots, ${real} real tokens (${((100 * real) / (B * T)).toFixed(0)} %), ${ranges.length} micro-batch(es) of up to ${trainer.microBatch.rows} rows`,
+);
+
+/** The update's passes over the batch: forward (log-probs of the policy's tokens) and backward. */
+async function pass(pack: boolean): Promise<{ seconds: number; slots: number; logprob: Float32Array }> {
+  const policy = trainer.policy;
+  const logprob = new Float32Array(B * T);
+  let slots = 0;
+  await gpu.sync();
+  const start = performance.now();
+  policy.zeroGrad();
+  for (const [m0, m1] of ranges) {
+    const sub = m0 === 0 && m1 === B ? batch : sliceRows(batch, m0, m1);
+    const n = sub.B * sub.T;
+    const subMask = mask.subarray(m0 * T, m1 * T);
+    const fwd = policy.forward(sub.tokens, sub.targets, subMask, { pack, temperature });
+    slots += fwd.batch.B * fwd.batch.T;
+    // a stand-in for the policy loss's gradient: −1/(active tokens) on each policy token
+    const g = gpu.upload(
+      Float32Array.from(subMask, (m) => (m ? -1 / real : 0)),
+      [n],
+      'f32',
+      'bench.gLogprob',
+    );
+    policy.backward(fwd, g);
+    logprob.set(await gpu.readF32(fwd.head.logprob), m0 * T);
+    g.release();
+    fwd.release();
+  }
+  await gpu.sync();
+  const seconds = (performance.now() - start) / 1000;
+  console.log(`  ${pack ? 'packed' : 'padded'}: ${slots} slots, ${seconds.toFixed(1)} s`);
+  return { seconds, slots, logprob };
+}
+
+await pass(true); // warm-up: pipelines compile on first use
+const rows: string[] = [];
+let worst = 0;
+for (let rep = 0; rep < reps; rep++) {
+  const padded = await pass(false);
+  const packed = await pass(true);
+  for (let i = 0; i < B * T; i++)
+    if (mask[i]) worst = Math.max(worst, Math.abs(packed.logprob[i] - padded.logprob[i]));
+  for (const [name, r] of [
+    ['padded', padded],
+    ['packed', packed],
+  ] as const)
+    rows.push(
+      `| ${rep} | ${name} | ${r.slots} | ${r.seconds.toFixed(1)} | ${(real / r.seconds).toFixed(0)} |`,
+    );
+  rows.push(
+    `| ${rep} | padded ÷ packed | ${(padded.slots / packed.slots).toFixed(2)}× | ${(padded.seconds / packed.seconds).toFixed(2)}× | |`,
+  );
+}
+console.log('\n| rep | rows | slots computed | forward + backward s | real tokens/s |');
+console.log('|---|---|---|---|---|');
+for (const r of rows) console.log(r);
+console.log(`\nlargest |Δ log-prob| on the policy's tokens, packed vs padded: ${worst.toExponential(2)}`);
+trainer.release();
