@@ -5,67 +5,20 @@
 // episode and with the rows packed (src/agent/model/packing.ts), in the trainer's micro-batches, on
 // one adapter in one run. Prints the slots each layout computes, the seconds, the ratio, and the
 // largest difference of the two layouts' log-probs (they should agree to rounding).
-import { parseArgs } from 'node:util';
 import { buildTrainingBatch, sliceRows } from '../src/rl/batch.ts';
 import { runRollouts } from '../src/rl/rollout.ts';
 import { microBatchRanges, trajectoryEpisode } from '../src/rl/trainer.ts';
-import { benchTrainer } from './trainer-cli.ts';
+import { rolloutBench } from './trainer-cli.ts';
 
-const USAGE =
-  'usage: npm run bench:packing -- --config configs/<name>.json [--model DIR] [--questions 8] [--samples 8] [--reps 2] [--temperature 0.5]';
-function fail(message: string): never {
-  console.error(`bench:packing: ${message}\n${USAGE}`);
-  process.exit(2);
-}
-let values: Record<string, string | undefined>;
-try {
-  values = parseArgs({
-    options: {
-      config: { type: 'string' },
-      model: { type: 'string' },
-      questions: { type: 'string' },
-      samples: { type: 'string' },
-      reps: { type: 'string' },
-      temperature: { type: 'string' },
-    },
-    strict: true,
-  }).values;
-} catch (e) {
-  fail((e as Error).message);
-}
-if (!values.config) fail('--config is required');
-const given = (name: string): number | undefined => {
-  if (values[name] === undefined) return undefined;
-  const v = Number(values[name]);
-  if (!Number.isInteger(v) || v < 1) fail(`--${name} must be a positive integer, got ${values[name]}`);
-  return v;
-};
-const questions = given('questions');
-const samples = given('samples');
-const reps = given('reps') ?? 2;
-const temperatureArg = values.temperature === undefined ? undefined : Number(values.temperature);
-if (temperatureArg !== undefined && !(temperatureArg > 0))
-  fail(`--temperature must be > 0, got ${values.temperature}`);
-const { config, gpu, trainer } = await benchTrainer(values.config, values.model, fail);
-const Q = questions ?? config.rollout.questionsPerStep;
-const G = samples ?? config.rollout.samplesPerQuestion;
-const temperature = temperatureArg ?? (config.rollout.temperature > 0 ? config.rollout.temperature : 1);
-console.log(`model ${config.model.path}, ${Q} questions × ${G} samples, temperature ${temperature}`);
+const { config, gpu, trainer, Q, reps, temperature, rolloutOptions } = await rolloutBench(
+  'bench:packing',
+  false,
+);
 
 const t0 = performance.now();
 const { trajectories } = await runRollouts({
   model: trainer.policy,
-  tokenizer: trainer.tokenizer,
-  tasks: trainer.questionsFor(1, Q),
-  samplesPerTask: G,
-  toolsFor: trainer.rlTools,
-  env: trainer.envOptions(),
-  maxNewTokensPerTurn: config.rollout.maxNewTokensPerTurn,
-  maxTotalTokens: config.rollout.maxTotalTokens,
-  temperature,
-  topP: config.rollout.topP,
-  topK: config.rollout.topK,
-  seed: 1,
+  ...rolloutOptions(trainer.questionsFor(1, Q), 1),
 });
 console.log(`rollout: ${trajectories.length} episodes in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 

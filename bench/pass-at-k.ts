@@ -6,41 +6,23 @@
 // differs between samples, the share whose reward differs at all, and the mean in-group reward std.
 // Greedy EM of the same questions is printed beside them (temperature 0, one sample).
 // The sampling seed is fixed (12345), so a rerun on the same adapter draws the same episodes.
-import { parseArgs } from 'node:util';
 import { groupSignal } from '../src/rl/group-signal.ts';
 import { episodeReward } from '../src/rl/trainer.ts';
-import { benchTrainer } from './trainer-cli.ts';
+import { benchArgs, benchTrainer } from './trainer-cli.ts';
 
 const SAMPLING_SEED = 12345;
-const USAGE =
-  'usage: npm run bench:passk -- --config configs/<name>.json [--model DIR] [--n 25] [--samples 8] [--temperatures 0.5,1] [--splits test,train]';
-function fail(message: string): never {
-  console.error(`bench:passk: ${message}\n${USAGE}`);
-  process.exit(2);
-}
-
-let values: Record<string, string | undefined>;
-try {
-  values = parseArgs({
-    options: {
-      config: { type: 'string' },
-      model: { type: 'string' },
-      n: { type: 'string', default: '25' },
-      samples: { type: 'string', default: '8' },
-      temperatures: { type: 'string', default: '0.5,1' },
-      splits: { type: 'string', default: 'test,train' },
-    },
-    strict: true,
-  }).values;
-} catch (e) {
-  fail((e as Error).message);
-}
-if (!values.config) fail('--config is required');
-const n = Number(values.n);
-const samples = Number(values.samples);
-if (!Number.isInteger(n) || n < 1) fail(`--n must be a positive integer, got ${values.n}`);
-if (!Number.isInteger(samples) || samples < 1)
-  fail(`--samples must be a positive integer, got ${values.samples}`);
+const { values, fail, positiveInt } = benchArgs(
+  'bench:passk',
+  'npm run bench:passk -- --config configs/<name>.json [--model DIR] [--n 25] [--samples 8] [--temperatures 0.5,1] [--splits test,train]',
+  {
+    n: { type: 'string', default: '25' },
+    samples: { type: 'string', default: '8' },
+    temperatures: { type: 'string', default: '0.5,1' },
+    splits: { type: 'string', default: 'test,train' },
+  },
+);
+const n = positiveInt('n')!;
+const samples = positiveInt('samples')!;
 const temperatures = (values.temperatures ?? '').split(',').map(Number);
 if (temperatures.some((t) => !(t > 0 && Number.isFinite(t))))
   fail(`--temperatures must be numbers > 0, got ${values.temperatures}`);

@@ -10,7 +10,7 @@
 //  - matmul_regblock: each invocation owns a 4x4 block of C, reads A and B straight from storage,
 //    no workgroup memory, no barriers. Fastest on CPU adapters (lavapipe, SwiftShader), where
 //    barriers and workgroup memory are expensive.
-//  - matmul_regblock8: the same with an 8x4 block (8 rows), the CPU adapters' choice when M > 8.
+//    With REG_ROWS = 8 ('regblock8': an 8x4 block) the CPU adapters' choice when M > 8.
 //  - matmul_tiled: 64x64 tiles of C per workgroup, 16-deep K slices staged in workgroup memory,
 //    each invocation owns a 4x4 block. The usual shape for real GPUs.
 //  - matmul_tiled128: 128x128 tiles, 8-deep K slices staged as vec4 in workgroup memory, each
@@ -51,6 +51,7 @@ fn load_b(i: u32) -> f32 { return B[i]; }
 override TRANS_A: bool = false;
 override TRANS_B: bool = false;
 override ROWS: u32 = 4u; // matmul_skinny: rows per invocation (1, 2 or 4)
+override REG_ROWS: u32 = 4u; // matmul_regblock: rows per invocation, 4 or 8 ('regblock8')
 
 fn a_index(base: u32, m: u32, k: u32) -> u32 {
   if (TRANS_A) { return base + k * p.M + m; }
@@ -71,48 +72,17 @@ fn store(base: u32, m: u32, n: u32, acc: f32) {
   }
 }
 
+// matmul_regblock: each invocation owns a REG_ROWS x 4 block of C. With 8 rows (the 'regblock8'
+// variant: 32 FMAs per 12 loads instead of 16 per 8) the extra rows are written out under a branch
+// on the pipeline constant, which the compiler folds away at 4; each entry's K sum runs in the same
+// order either way, so both give the same bits.
 @compute @workgroup_size(8, 8, 1)
 fn matmul_regblock(@builtin(global_invocation_id) gid: vec3<u32>) {
   let b = gid.z;
-  let m0 = gid.y * 4u;
+  let m0 = gid.y * REG_ROWS;
   let n0 = gid.x * 4u;
   if (m0 >= p.M || n0 >= p.N) { return; }
-  let baseA = b * p.strideA;
-  let baseB = b * p.strideB;
-  let mLast = p.M - 1u;
-  let nLast = p.N - 1u;
-  let r0 = m0; let r1 = min(m0 + 1u, mLast); let r2 = min(m0 + 2u, mLast); let r3 = min(m0 + 3u, mLast);
-  let c0 = n0; let c1 = min(n0 + 1u, nLast); let c2 = min(n0 + 2u, nLast); let c3 = min(n0 + 3u, nLast);
-  var acc0 = vec4<f32>(0.0);
-  var acc1 = vec4<f32>(0.0);
-  var acc2 = vec4<f32>(0.0);
-  var acc3 = vec4<f32>(0.0);
-  for (var k = 0u; k < p.K; k++) {
-    let a = vec4<f32>(A[a_index(baseA, r0, k)], A[a_index(baseA, r1, k)], A[a_index(baseA, r2, k)], A[a_index(baseA, r3, k)]);
-    let bv = vec4<f32>(load_b(b_index(baseB, k, c0)), load_b(b_index(baseB, k, c1)), load_b(b_index(baseB, k, c2)), load_b(b_index(baseB, k, c3)));
-    acc0 += a.x * bv;
-    acc1 += a.y * bv;
-    acc2 += a.z * bv;
-    acc3 += a.w * bv;
-  }
-  let baseC = b * p.strideC;
-  for (var j = 0u; j < 4u; j++) {
-    store(baseC, m0, n0 + j, acc0[j]);
-    store(baseC, m0 + 1u, n0 + j, acc1[j]);
-    store(baseC, m0 + 2u, n0 + j, acc2[j]);
-    store(baseC, m0 + 3u, n0 + j, acc3[j]);
-  }
-}
-
-// matmul_regblock with 8 rows per invocation (an 8x4 block): 32 FMAs per 12 loads instead of 16 per
-// 8. Same per-entry order of the K sum as matmul_regblock, so the same bits. The CPU adapters' choice
-// when M > 8 (docs/benchmarks.md).
-@compute @workgroup_size(8, 8, 1)
-fn matmul_regblock8(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let b = gid.z;
-  let m0 = gid.y * 8u;
-  let n0 = gid.x * 4u;
-  if (m0 >= p.M || n0 >= p.N) { return; }
+  let wide = REG_ROWS == 8u;
   let baseA = b * p.strideA;
   let baseB = b * p.strideB;
   let mLast = p.M - 1u;
@@ -130,16 +100,18 @@ fn matmul_regblock8(@builtin(global_invocation_id) gid: vec3<u32>) {
   var acc7 = vec4<f32>(0.0);
   for (var k = 0u; k < p.K; k++) {
     let a = vec4<f32>(A[a_index(baseA, r0, k)], A[a_index(baseA, r1, k)], A[a_index(baseA, r2, k)], A[a_index(baseA, r3, k)]);
-    let a2 = vec4<f32>(A[a_index(baseA, r4, k)], A[a_index(baseA, r5, k)], A[a_index(baseA, r6, k)], A[a_index(baseA, r7, k)]);
     let bv = vec4<f32>(load_b(b_index(baseB, k, c0)), load_b(b_index(baseB, k, c1)), load_b(b_index(baseB, k, c2)), load_b(b_index(baseB, k, c3)));
     acc0 += a.x * bv;
     acc1 += a.y * bv;
     acc2 += a.z * bv;
     acc3 += a.w * bv;
-    acc4 += a2.x * bv;
-    acc5 += a2.y * bv;
-    acc6 += a2.z * bv;
-    acc7 += a2.w * bv;
+    if (wide) {
+      let a2 = vec4<f32>(A[a_index(baseA, r4, k)], A[a_index(baseA, r5, k)], A[a_index(baseA, r6, k)], A[a_index(baseA, r7, k)]);
+      acc4 += a2.x * bv;
+      acc5 += a2.y * bv;
+      acc6 += a2.z * bv;
+      acc7 += a2.w * bv;
+    }
   }
   let baseC = b * p.strideC;
   for (var j = 0u; j < 4u; j++) {
@@ -147,10 +119,12 @@ fn matmul_regblock8(@builtin(global_invocation_id) gid: vec3<u32>) {
     store(baseC, m0 + 1u, n0 + j, acc1[j]);
     store(baseC, m0 + 2u, n0 + j, acc2[j]);
     store(baseC, m0 + 3u, n0 + j, acc3[j]);
-    store(baseC, m0 + 4u, n0 + j, acc4[j]);
-    store(baseC, m0 + 5u, n0 + j, acc5[j]);
-    store(baseC, m0 + 6u, n0 + j, acc6[j]);
-    store(baseC, m0 + 7u, n0 + j, acc7[j]);
+    if (wide) {
+      store(baseC, m0 + 4u, n0 + j, acc4[j]);
+      store(baseC, m0 + 5u, n0 + j, acc5[j]);
+      store(baseC, m0 + 6u, n0 + j, acc6[j]);
+      store(baseC, m0 + 7u, n0 + j, acc7[j]);
+    }
   }
 }
 

@@ -4,7 +4,12 @@ import { describe, expect, it } from 'vitest';
 import { loadCheckpoint, saveCheckpoint } from '../../src/agent/model/checkpoint.ts';
 import type { ModelConfig } from '../../src/agent/model/config.ts';
 import { initLoraWeights, LORA_MODULES, type LoraConfig } from '../../src/agent/model/lora.ts';
-import { packBatch, QwenGpuModel, type TokenBatch } from '../../src/agent/model/qwen-gpu.ts';
+import {
+  type ForwardActivations,
+  packBatch,
+  QwenGpuModel,
+  type TokenBatch,
+} from '../../src/agent/model/qwen-gpu.ts';
 import { memorySource } from '../../src/agent/model/sources.ts';
 import { tinyCheckpoint, tinySpec } from '../../src/agent/model/tiny-checkpoints.ts';
 import { AdamW } from '../../src/gpu/kernels/optimizer.ts';
@@ -354,9 +359,39 @@ describe('QwenGpuModel backward', () => {
   }
 });
 
+/**
+ * A fresh model's training forward and backward (gradients gLp, gEnt of the log-probs and entropies);
+ * `check` sees the forward's activations. Returns the log-probs, entropies and every gradient.
+ */
+async function forwardBackward(
+  config: ModelConfig,
+  weights: Weights,
+  batch: TokenBatch,
+  targets: Uint32Array,
+  mask: Uint32Array,
+  options: { gLp: Float32Array; gEnt: Float32Array; pack: boolean },
+  check: (fwd: ForwardActivations) => void,
+): Promise<{ lp: Float32Array; ent: Float32Array; grads: Map<string, Float32Array> }> {
+  const gpu = await getTestGpu();
+  const N = batch.B * batch.T;
+  const model = new QwenGpuModel(gpu, config, weights);
+  const fwd = model.forward(batch, targets, mask, { pack: options.pack });
+  check(fwd);
+  const gLp = gpu.upload(options.gLp, [N]);
+  const gEnt = gpu.upload(options.gEnt, [N]);
+  model.backward(fwd, gLp, gEnt);
+  const [lp, ent] = (await gpu.readMany([fwd.head.logprob, fwd.head.entropy])) as Float32Array[];
+  const grads = new Map<string, Float32Array>();
+  for (const name of model.params.keys()) grads.set(name, await gpu.readF32(model.grad(name)));
+  fwd.release();
+  gLp.release();
+  gEnt.release();
+  model.release();
+  return { lp, ent, grads };
+}
+
 describe('QwenGpuModel compact LM head', () => {
   it('a sparse mask runs the head on its rows alone: same log-probs, entropies and gradients as the full head', async () => {
-    const gpu = await getTestGpu();
     const { config, weights } = tiny('tiny-qwen3-v512');
     const seqs = [tokens(12, 31, 512), tokens(9, 32, 512)];
     const batch = packBatch(seqs, { padSide: 'right' });
@@ -364,28 +399,13 @@ describe('QwenGpuModel compact LM head', () => {
     const { targets, mask: full } = nextTokenTargets(batch);
     const sparse = Uint32Array.from(full, (m, i) => (m && i % 3 === 1 ? 1 : 0)); // a third of the rows
     const g = randomArray(N, 33);
-    const run = async (mask: Uint32Array) => {
-      const model = new QwenGpuModel(gpu, config, weights);
-      const fwd = model.forward(batch, targets, mask, { pack: false }); // the head alone: packed-rows tests below
-      expect(fwd.compact !== null).toBe(mask === sparse);
-      const gLp = gpu.upload(
-        Float32Array.from(g, (x, i) => (sparse[i] ? x : 0)),
-        [N],
+    const gLp = Float32Array.from(g, (x, i) => (sparse[i] ? x : 0));
+    const gEnt = Float32Array.from(g, (x, i) => (sparse[i] ? 0.5 * x : 0));
+    const run = (mask: Uint32Array) =>
+      // the head alone: packing has its own tests below
+      forwardBackward(config, weights, batch, targets, mask, { gLp, gEnt, pack: false }, (fwd) =>
+        expect(fwd.compact !== null).toBe(mask === sparse),
       );
-      const gEnt = gpu.upload(
-        Float32Array.from(g, (x, i) => (sparse[i] ? 0.5 * x : 0)),
-        [N],
-      );
-      model.backward(fwd, gLp, gEnt);
-      const [lp, ent] = await gpu.readMany([fwd.head.logprob, fwd.head.entropy]);
-      const grads = new Map<string, Float32Array>();
-      for (const name of model.params.keys()) grads.set(name, await gpu.readF32(model.grad(name)));
-      fwd.release();
-      gLp.release();
-      gEnt.release();
-      model.release();
-      return { lp: lp as Float32Array, ent: ent as Float32Array, grads };
-    };
     const a = await run(sparse);
     const b = await run(full);
     for (let i = 0; i < N; i++) {
@@ -406,7 +426,6 @@ describe('QwenGpuModel packed rows', () => {
   // (src/agent/model/packing.ts). A token's result must not depend on its slot.
   for (const masked of ['every token', 'a sparse mask'] as const) {
     it(`packed and padded forwards agree (${masked}): log-probs, entropies, gradients`, async () => {
-      const gpu = await getTestGpu();
       const { config, weights } = tiny('tiny-qwen3-v512');
       const seqs = [tokens(14, 41, 512), tokens(5, 42, 512), tokens(6, 43, 512), tokens(3, 44, 512)];
       const batch = packBatch(seqs, { padSide: 'right' });
@@ -414,29 +433,13 @@ describe('QwenGpuModel packed rows', () => {
       const { targets, mask: full } = nextTokenTargets(batch);
       const mask = masked === 'every token' ? full : Uint32Array.from(full, (m, i) => (m && i % 2 ? 1 : 0));
       const g = randomArray(N, 45);
-      const run = async (pack: boolean) => {
-        const model = new QwenGpuModel(gpu, config, weights);
-        const fwd = model.forward(batch, targets, mask, { pack });
-        // 14 + 6 + 5 + 3 in one row of 28 slots (2T: the most a real GPU's rows hold) instead of 4 × 14
-        expect([fwd.batch.B, fwd.batch.T]).toEqual(pack ? [1, 28] : [4, 14]);
-        const gLp = gpu.upload(
-          Float32Array.from(g, (x, i) => (mask[i] ? x : 0)),
-          [N],
+      const gLp = Float32Array.from(g, (x, i) => (mask[i] ? x : 0));
+      const gEnt = Float32Array.from(g, (x, i) => (mask[i] ? -0.5 * x : 0));
+      const run = (pack: boolean) =>
+        forwardBackward(config, weights, batch, targets, mask, { gLp, gEnt, pack }, (fwd) =>
+          // 14 + 6 + 5 + 3 in one row of 28 slots (2T: the most a real GPU's rows hold) instead of 4 × 14
+          expect([fwd.batch.B, fwd.batch.T]).toEqual(pack ? [1, 28] : [4, 14]),
         );
-        const gEnt = gpu.upload(
-          Float32Array.from(g, (x, i) => (mask[i] ? -0.5 * x : 0)),
-          [N],
-        );
-        model.backward(fwd, gLp, gEnt);
-        const [lp, ent] = await gpu.readMany([fwd.head.logprob, fwd.head.entropy]);
-        const grads = new Map<string, Float32Array>();
-        for (const name of model.params.keys()) grads.set(name, await gpu.readF32(model.grad(name)));
-        fwd.release();
-        gLp.release();
-        gEnt.release();
-        model.release();
-        return { lp: lp as Float32Array, ent: ent as Float32Array, grads };
-      };
       const packed = await run(true);
       const padded = await run(false);
       for (let i = 0; i < N; i++) {

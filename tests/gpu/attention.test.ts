@@ -201,20 +201,30 @@ const KERNELS: Array<{ name: string; block: (headDim: number) => number }> = [
   { name: 'blocked', block: attentionBlock },
 ];
 
+/** Every case with each way of passing its segments: [name, case, index, how]. */
+const SEGMENT_CASES = CASES.flatMap((c, n) =>
+  SEGMENTS.map((how) => [`${c.name}, ${how}`, c, n, how] as const),
+);
+
+/** A case's inputs (seed 10·n), uploaded, with its segments passed `how`. */
+function caseOnGpu(gpu: Gpu, c: Case, n: number, how: (typeof SEGMENTS)[number]) {
+  const x = inputs(c, 10 * n);
+  const { nHeads: nH, nKvHeads: nKv, headDim: hd } = c.dims;
+  const t = {
+    q: gpu.upload(x.q, [x.N, nH * hd]),
+    k: gpu.upload(x.k, [x.N, nKv * hd]),
+    v: gpu.upload(x.v, [x.N, nKv * hd]),
+    dO: gpu.upload(x.dO, [x.N, nH * hd]),
+  };
+  return { ...x, nH, nKv, hd, t, segments: segmentsFor(gpu, x.seg, c.dims.batch, how) };
+}
+
 describe.each(KERNELS)('attention forward, $name (GPU vs reference)', (kernels) => {
-  const cases = CASES.flatMap((c, n) => SEGMENTS.map((how) => [`${c.name}, ${how}`, c, n, how] as const));
-  it.each(cases)(
+  it.each(SEGMENT_CASES)(
     `%s (rel err <= ${FWD_TOL})`,
     async (_, c, n, how) => {
       const gpu = await getTestGpu();
-      const { N, seg, q, k, v } = inputs(c, 10 * n);
-      const { nHeads: nH, nKvHeads: nKv, headDim: hd } = c.dims;
-      const segments = segmentsFor(gpu, seg, c.dims.batch, how);
-      const t = {
-        q: gpu.upload(q, [N, nH * hd]),
-        k: gpu.upload(k, [N, nKv * hd]),
-        v: gpu.upload(v, [N, nKv * hd]),
-      };
+      const { N, seg, q, k, v, nH, hd, t, segments } = caseOnGpu(gpu, c, n, how);
       // Outputs pre-filled with NaN: every element, padding included, must be written.
       const out = gpu.upload(new Float32Array(N * nH * hd).fill(Number.NaN), [N, nH * hd]);
       const lseOut = gpu.upload(new Float32Array(N * nH).fill(Number.NaN), [N, nH]);
@@ -252,20 +262,11 @@ const DKV: Array<{
 ];
 
 describe.each(DKV)('attention backward, dK/dV $name (GPU vs reference analytic gradients)', (dkvOptions) => {
-  const cases = CASES.flatMap((c, n) => SEGMENTS.map((how) => [`${c.name}, ${how}`, c, n, how] as const));
-  it.each(cases)(
+  it.each(SEGMENT_CASES)(
     `%s (rel err <= ${BWD_TOL})`,
     async (_, c, n, how) => {
       const gpu = await getTestGpu();
-      const { N, seg, q, k, v, dO } = inputs(c, 10 * n);
-      const { nHeads: nH, nKvHeads: nKv, headDim: hd } = c.dims;
-      const segments = segmentsFor(gpu, seg, c.dims.batch, how);
-      const t = {
-        q: gpu.upload(q, [N, nH * hd]),
-        k: gpu.upload(k, [N, nKv * hd]),
-        v: gpu.upload(v, [N, nKv * hd]),
-        dO: gpu.upload(dO, [N, nH * hd]),
-      };
+      const { N, seg, q, k, v, dO, nH, nKv, hd, t, segments } = caseOnGpu(gpu, c, n, how);
       const nan = (size: number, w: number) =>
         gpu.upload(new Float32Array(size * w).fill(Number.NaN), [size, w]);
       const { o, lse } = attentionForward(gpu, t.q, t.k, t.v, segments.arg, c.dims);

@@ -78,11 +78,12 @@ export function matmulInto(gpu: Gpu, a: Bindable, b: Bindable, c: Bindable, dims
   const kernel = gpu.kernel({
     name: 'matmul.wgsl',
     code: weightShader(gpu, matmulWgsl, bType, 'B', 'load_b'),
-    entryPoint: `matmul_${variant}`,
+    entryPoint: variant === 'regblock8' ? 'matmul_regblock' : `matmul_${variant}`,
     constants: {
       TRANS_A: transA ? 1 : 0,
       TRANS_B: transB ? 1 : 0,
       ...(variant === 'skinny' ? { ROWS: rows } : {}),
+      ...(variant === 'regblock8' ? { REG_ROWS: 8 } : {}),
     },
   });
   const params = gpu.uniform('uuuuuuuff', [
