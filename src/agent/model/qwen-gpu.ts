@@ -116,8 +116,8 @@ interface LayerActivations {
 /** A batch's inputs on the GPU (uploadBatch). */
 interface UploadedBatch {
   ids: Tensor;
+  /** segments.seg, for the embedding. */
   seg: Tensor;
-  spans: Tensor;
   segments: Segments;
   pos: Tensor;
 }
@@ -128,7 +128,6 @@ export interface HiddenActivations {
   seg: Tensor;
   /** The batch's segments as attention reads them (seg, and each token's span: attention.ts). */
   segments: Segments;
-  spans: Tensor;
   pos: Tensor;
   ids: Tensor;
   /** Each layer's activations; null where recomputation keeps only the layer's input. */
@@ -416,7 +415,6 @@ export class QwenGpuModel {
     return {
       ids: gpu.upload(batch.ids, [N], 'u32', 'batch.ids'),
       seg: segments.seg,
-      spans: segments.spans,
       segments,
       pos: gpu.upload(batch.pos, [N], 'u32', 'batch.pos'),
     };
@@ -604,7 +602,7 @@ export class QwenGpuModel {
     const h = this.hiddenStates(batch, t);
     const out = linear(this.gpu, h, this.lmHead);
     const data = await this.gpu.readF32(out);
-    for (const x of [h, out, t.ids, t.seg, t.spans, t.pos]) x.release();
+    for (const x of [h, out, t.ids, t.seg, t.segments.spans, t.pos]) x.release();
     return data;
   }
 
@@ -646,7 +644,7 @@ export class QwenGpuModel {
       release() {
         for (const act of layers) if (act) releaseLayer(act);
         for (const z of inputs) z?.release();
-        for (const z of [x, hFinal, rstdFinal, t.ids, t.seg, t.spans, t.pos]) z.release();
+        for (const z of [x, hFinal, rstdFinal, t.ids, t.seg, t.segments.spans, t.pos]) z.release();
       },
     };
   }
