@@ -71,17 +71,23 @@ export async function benchTrainer(
 /**
  * A benchmark that plays one step's rollout (rollout.ts, packing.ts): parses --config, --model,
  * --questions, --samples, --reps (default 2) and --temperature (unset ones default to the config's;
- * `greedy` allows 0, else a greedy config samples at 1), then loads the config, model and adapter.
+ * `greedy` allows 0, else a greedy config samples at 1) and the bench's `extra` options (returned in
+ * `values`), then loads the config, model and adapter.
  */
-export async function rolloutBench(name: string, greedy: boolean) {
+export async function rolloutBench(
+  name: string,
+  greedy: boolean,
+  extra: { usage: string; options: ParseArgsOptionsConfig } = { usage: '', options: {} },
+) {
   const { values, fail, positiveInt } = benchArgs(
     name,
-    `npm run ${name} -- --config configs/<name>.json [--model DIR] [--questions 8] [--samples 8] [--reps 2] [--temperature 0.5]`,
+    `npm run ${name} -- --config configs/<name>.json [--model DIR] [--questions 8] [--samples 8] [--reps 2] [--temperature 0.5]${extra.usage}`,
     {
       questions: { type: 'string' },
       samples: { type: 'string' },
       reps: { type: 'string' },
       temperature: { type: 'string' },
+      ...extra.options,
     },
   );
   // Arguments are checked before the model loads.
@@ -110,5 +116,5 @@ export async function rolloutBench(name: string, greedy: boolean) {
     ...(temperature > 0 ? { topP: config.rollout.topP, topK: config.rollout.topK } : {}),
     seed,
   });
-  return { config, gpu, trainer, Q, G, reps, temperature, rolloutOptions };
+  return { config, gpu, trainer, Q, G, reps, temperature, rolloutOptions, values, fail };
 }

@@ -24,6 +24,7 @@ const entryPoints = [
   'bench/model.ts',
   'bench/attention.ts',
   'bench/lora-step.ts',
+  'bench/rollout.ts',
   'scripts/train.ts',
 ].map((p) => path.join(root, p));
 

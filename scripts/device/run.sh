@@ -3,7 +3,7 @@
 # put in .device/: unpacks Node, Dawn and the Vulkan loader, then runs the named parts in order, each
 # under a timeout that also respects a deadline for the whole script, so a slow part cannot eat the
 # call. Logs go to $OUT (at most 8 files come back): env.log, matmul.log, tests.log, kernels.log,
-# model.log, grpo.log, grpo-metrics.jsonl. Parts (default: all, in this order):
+# model.log, grpo.log, grpo-metrics.jsonl, rollout.log. Parts (default: all, in this order):
 #   env      nvidia-smi, what Dawn sees (scripts/device/probe.ts), PyTorch's fp32 matmul and copy
 #   probe    env without PyTorch
 #   matmul   bench/matmul.ts at 1024³–8192³, ours (every variant) vs tf.matMul on the same device
@@ -11,6 +11,7 @@
 #   kernels  bench/kernels.ts (0.5B-shaped decoder layer vs the tfjs twin), bench/attention.ts
 #   model    bench/model.ts (train step, decode at batch 1/8/32), bench/lora-step.ts (GRPO updates)
 #   grpo     two GRPO steps of the bundled qwen-tiny through the trainer CLI, seconds per phase
+#   rollout  bench/rollout.ts: one 32 x 8 rollout step of qwen-tiny, 1, 4, 8 and 16 decode steps per readback
 #   learn    the learning runs of docs/results.md: the 500-world SFT from the bundled model, then the
 #            RL runs of LEARN_RUNS from its last checkpoint side by side, then every last checkpoint on
 #            the held-out questions (learn.log, runs.tar.xz, ckpt-*.tar.xz: at most 8 files come back)
@@ -26,7 +27,7 @@ mkdir -p "$OUT"
 start=$(date +%s)
 deadline=$((start + ${DEADLINE_S:-540}))
 parts=("$@")
-[[ ${#parts[@]} -gt 0 ]] || parts=(env matmul tests kernels model grpo)
+[[ ${#parts[@]} -gt 0 ]] || parts=(env matmul tests kernels model grpo rollout)
 
 # --- unpack (seconds) ---
 # The Vulkan loader and GLVND, as the device tool's README says (unpacked over /, every run).
@@ -102,6 +103,10 @@ for part in "${parts[@]}"; do
     run_part grpo-tiny grpo.log 150 node $js/scripts/train.js --config configs/grpo-worlds-filter.json \
       --model public/models/qwen-tiny --out /tmp/grpo-tiny --steps 2 --minutes 0
     cp /tmp/grpo-tiny/metrics.jsonl "$OUT/grpo-metrics.jsonl" 2>/dev/null
+    ;;
+  rollout)
+    run_part rollout rollout.log 240 node $js/bench/rollout.js --config configs/grpo-worlds-filter-32x8.json \
+      --model public/models/qwen-tiny --reps 1 --readback-steps 1,4,8,16
     ;;
   learn)
     # One Node process per RL run, all at once: at qwen-tiny's size a step is bound by dispatch and

@@ -8,9 +8,19 @@
 //
 // backward(gValue [N]): dW, db and dh = gValue ⊗ w, then the trunk's backward from dh.
 // The value head starts at zero (values 0 everywhere), so early advantages are the plain returns.
+// Ragged rows run packed as the policy's forward runs them (QwenGpuModel.packingFor): the trunk on the
+// packed batch, the head on the real tokens' hidden states gathered from their packed slots, the
+// values scattered back to [B, T] (0 on padding, which no loss reads).
 
 import type { ModelConfig } from '../agent/model/config.ts';
-import { type HiddenActivations, QwenGpuModel, type TokenBatch } from '../agent/model/qwen-gpu.ts';
+import {
+  gatherRows,
+  type HiddenActivations,
+  QwenGpuModel,
+  scatterRows,
+  type TokenBatch,
+} from '../agent/model/qwen-gpu.ts';
+import { embedding, embeddingBackward } from '../gpu/kernels/embedding.ts';
 import { linear, linearBackward } from '../gpu/kernels/linear.ts';
 import type { Gpu } from '../gpu/runtime.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -19,9 +29,11 @@ export const VALUE_HEAD_WEIGHT = 'score.weight';
 export const VALUE_HEAD_BIAS = 'score.bias';
 
 export interface ValueForward {
-  /** Predicted values per token, [N]. */
+  /** Predicted values per token, [N] (the caller's batch, B × T). */
   values: Tensor;
   act: HiddenActivations;
+  /** Packed: the real tokens' flat indices in the caller's batch, their packed slots, their hidden states. */
+  packed: { rowsT: Tensor; hRows: Uint32Array; h: Tensor } | null;
   release(): void;
 }
 
@@ -78,39 +90,88 @@ export class ValueModel {
     this.gpu.fill0(this.headBiasGrad);
   }
 
-  forward(batch: TokenBatch): ValueForward {
-    const act = this.trunk.forwardHidden(batch);
+  /** Values of every token of `batch`; `pack` forces packing on or off (default: when it pays). */
+  forward(batch: TokenBatch, options: { pack?: boolean } = {}): ValueForward {
+    const gpu = this.gpu;
     const N = batch.B * batch.T;
-    const v2 = linear(this.gpu, act.hFinal, this.headWeight, this.headBias, { label: 'value.v' }); // [N, 1]
-    const values = this.gpu.empty([N], 'f32', 'value.values');
-    this.gpu.copy(v2, values);
+    const rows: number[] = [];
+    for (let i = 0; i < N; i++) if (batch.seg[i] !== 0) rows.push(i);
+    const packing = this.trunk.packingFor(batch, rows, options.pack);
+    const act = this.trunk.forwardHidden(packing ? packing.batch : batch);
+    const values = gpu.empty([N], 'f32', 'value.values');
+    if (!packing) {
+      const v2 = linear(gpu, act.hFinal, this.headWeight, this.headBias, { label: 'value.v' }); // [N, 1]
+      gpu.copy(v2, values);
+      v2.release();
+      return {
+        values,
+        act,
+        packed: null,
+        release() {
+          values.release();
+          act.release();
+        },
+      };
+    }
+    values.release();
+    const rowIds = Uint32Array.from(rows);
+    const hRows = Uint32Array.from(rows, (i) => packing.packedIndex[i]);
+    const hRowsT = gpu.upload(hRows, [rows.length], 'u32', 'value.hRows');
+    const h = embedding(gpu, act.hFinal, hRowsT, { label: 'value.h' }); // [n, D] gathered
+    hRowsT.release();
+    const v2 = linear(gpu, h, this.headWeight, this.headBias, { label: 'value.v' }); // [n, 1]
+    const v = gpu.empty([rows.length], 'f32', 'value.vReal');
+    gpu.copy(v2, v);
     v2.release();
+    const scattered = scatterRows(gpu, v, rowIds, N, 'value.values');
+    v.release();
+    const rowsT = gpu.upload(rowIds, [rows.length], 'u32', 'value.rows');
     return {
-      values,
+      values: scattered,
       act,
+      packed: { rowsT, hRows, h },
       release() {
-        values.release();
+        for (const t of [scattered, rowsT, h]) t.release();
         act.release();
       },
     };
   }
 
-  /** Adds dLoss/dθ for dLoss/dv = gValue [N] into the gradients. */
+  /** Adds dLoss/dθ for dLoss/dv = gValue [N] (the forward's batch; 0 on padding) into the gradients. */
   backward(fwd: ValueForward, gValue: Tensor): void {
-    const N = fwd.act.batch.B * fwd.act.batch.T;
+    const gpu = this.gpu;
+    const N = fwd.values.size;
     if (gValue.size !== N)
       throw new Error(`ValueModel.backward: gValue has ${gValue.size} values for ${N} tokens`);
-    const dy = this.gpu.empty([N, 1], 'f32', 'value.dy');
-    this.gpu.copy(gValue, dy);
-    const { dx } = linearBackward(this.gpu, dy, fwd.act.hFinal, this.headWeight, {
-      dW: this.headWeightGrad,
-      db: this.headBiasGrad,
-      bias: true,
-      accumulate: true,
-    });
-    dy.release();
-    this.trunk.backwardHidden(fwd.act, dx!);
-    dx!.release();
+    const head = (g: Tensor, h: Tensor): Tensor => {
+      const dy = gpu.empty([g.size, 1], 'f32', 'value.dy');
+      gpu.copy(g, dy);
+      const { dx } = linearBackward(gpu, dy, h, this.headWeight, {
+        dW: this.headWeightGrad,
+        db: this.headBiasGrad,
+        bias: true,
+        accumulate: true,
+      });
+      dy.release();
+      return dx!;
+    };
+    if (!fwd.packed) {
+      const dx = head(gValue, fwd.act.hFinal);
+      this.trunk.backwardHidden(fwd.act, dx);
+      dx.release();
+      return;
+    }
+    // The real tokens' gradients, back through the head on their hidden states, then scattered to
+    // their packed slots (padding slots get none: packing dropped them).
+    const { rowsT, hRows, h } = fwd.packed;
+    const g = gatherRows(gpu, gValue, rowsT);
+    const dh = head(g, h);
+    g.release();
+    const dhFinal = gpu.zeros(fwd.act.hFinal.shape, 'f32', 'value.dhFinal');
+    embeddingBackward(gpu, dh, dhFinal, hRows);
+    dh.release();
+    this.trunk.backwardHidden(fwd.act, dhFinal);
+    dhFinal.release();
   }
 
   /** Reads every weight back (trunk in HF names, plus the value head). */

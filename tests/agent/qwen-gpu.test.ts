@@ -6,6 +6,7 @@ import type { ModelConfig } from '../../src/agent/model/config.ts';
 import { initLoraWeights, LORA_MODULES, type LoraConfig } from '../../src/agent/model/lora.ts';
 import {
   type ForwardActivations,
+  type GenerateOptions,
   packBatch,
   QwenGpuModel,
   type TokenBatch,
@@ -269,6 +270,95 @@ describe('QwenGpuModel KV-cache generation', () => {
     expect(capped.tokens[0]).toEqual(free.tokens[0].slice(0, 2));
     expect(capped.tokens[1]).toEqual(free.tokens[1]);
     expect(capped.finish).toEqual(['length', 'length']);
+    model.release();
+  });
+
+  it('decoding in blocks between readbacks gives what a readback per step gives, turn after turn', async () => {
+    const gpu = await getTestGpu();
+    const { config, weights } = tiny('tiny-qwen3-v512');
+    const V = config.vocabSize;
+    const model = new QwenGpuModel(gpu, config, weights);
+    const prompts = [
+      tokens(5, 61, V),
+      tokens(9, 62, V),
+      tokens(3, 63, V),
+      tokens(7, 64, V),
+      tokens(4, 65, V),
+    ];
+    // A stop id that a free run samples early in some rows and not in others, so that rows stop at
+    // different steps inside a block and the block decodes on past them.
+    const free = await model.generate(prompts, { maxNewTokens: 12, temperature: 1, seed: 7 });
+    const stopId = free.tokens[1][3];
+    const turns: GenerateOptions[] = [
+      { maxNewTokens: 12, maxNewTokensPerRow: [12, 12, 2, 12, 9], active: [true, true, true, false, true] },
+      // every row stops (a stop string) long before the block's end: the RNG counter must not count
+      // the block's dropped steps, or the next turn draws other tokens
+      { maxNewTokens: 7, shouldStop: (b, t) => t.length >= 1 + (b % 2) },
+      { maxNewTokens: 7, maxNewTokensPerRow: [7, 7, 7, 7, 1], active: [true, true, true, true, true] },
+    ];
+    const tool = [tokens(3, 66, V), tokens(2, 67, V), tokens(4, 68, V), tokens(1, 69, V), tokens(2, 70, V)];
+    const play = async (stepsPerReadback: number, maxLen: number) => {
+      const session = model.startSession(5, maxLen);
+      session.stepsPerReadback = stepsPerReadback;
+      session.append(prompts);
+      const out = [];
+      const readbacks = gpu.stats.readbacks;
+      for (const turn of turns) {
+        const r = await session.sample({ ...turn, temperature: 1, seed: 7, stopTokenIds: [stopId] });
+        out.push({ ...r, lengths: session.rowLengths() });
+        session.append(tool);
+      }
+      return { out, session, readbacks: gpu.stats.readbacks - readbacks, logits: await session.readLogits() };
+    };
+    const want = await play(1, 48);
+    expect(want.out[0].finish).toContain('stop'); // the stop id ends a row in the first turn
+    expect(want.out[0].finish.filter((f) => f === 'length').length).toBeGreaterThan(0);
+    // 3 steps a block: rows stop inside blocks; 16: one block a turn.
+    for (const [steps, maxLen] of [
+      [3, 48],
+      [16, 48],
+    ] as const) {
+      const got = await play(steps, maxLen);
+      for (let t = 0; t < turns.length; t++) {
+        expect(got.out[t].tokens, `${steps} steps, turn ${t}`).toEqual(want.out[t].tokens);
+        expect(got.out[t].logprobs, `${steps} steps, turn ${t}`).toEqual(want.out[t].logprobs);
+        expect(got.out[t].finish).toEqual(want.out[t].finish);
+        expect(got.out[t].lengths).toEqual(want.out[t].lengths);
+      }
+      expect(got.logits).toEqual(want.logits);
+      // one readback per block: 12 + 2 + 7 steps one by one; blocks of 3: 4 + 1 + 3; of 16: 1 + 1 + 1
+      expect([want.readbacks, got.readbacks]).toEqual([21, steps === 3 ? 8 : 3]);
+      got.session.release();
+    }
+    // The cache holds exactly each row's sequence: the logits after the last append equal a recompute.
+    for (let b = 0; b < 5; b++) {
+      const seq = [...prompts[b]];
+      for (const turn of want.out) seq.push(...turn.tokens[b], ...tool[b]);
+      const ref = qwenForward(config, weights, seq).logits.subarray((seq.length - 1) * V, seq.length * V);
+      expect(rowsError(want.logits.subarray(b * V, (b + 1) * V), ref, V), `row ${b}`).toBeLessThanOrEqual(
+        1e-4,
+      );
+    }
+    want.session.release();
+    // A row with few slots left and a small cap beside a row with many: a block would make the first
+    // decode past its cache's end, so its free slots bound the block (10 + 2 of 12 slots: blocks of 3).
+    const tight = [tokens(10, 71, V), tokens(2, 72, V)];
+    const tightTurn = { maxNewTokens: 8, maxNewTokensPerRow: [2, 8], temperature: 1, seed: 3 };
+    const results = [];
+    for (const steps of [1, 16]) {
+      const session = model.startSession(2, 12);
+      session.stepsPerReadback = steps;
+      session.append(tight);
+      results.push(await session.sample(tightTurn));
+      session.release();
+    }
+    expect(results[1]).toEqual(results[0]);
+    const session = model.startSession(1, 8);
+    session.append([prompts[0]]);
+    await expect(session.sample({ maxNewTokens: 2, stepsPerReadback: 0 })).rejects.toThrow(
+      /stepsPerReadback must be an integer >= 1, got 0/,
+    );
+    session.release();
     model.release();
   });
 

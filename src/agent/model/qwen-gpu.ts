@@ -44,7 +44,7 @@ import type { ModelConfig } from './config.ts';
 import { decodeBf16, decodeF16, encodeBf16, encodeF16 } from './dtype.ts';
 import { type LoraConfig, loraScale, loraTensors } from './lora.ts';
 import { widestActivation } from './memory-plan.ts';
-import { NOT_PACKED, packRows } from './packing.ts';
+import { NOT_PACKED, type PackedRows, packRows } from './packing.ts';
 import { expectedTensors } from './weights.ts';
 
 // ------------------------------------------------------------------------------------ batches
@@ -172,7 +172,7 @@ const PACK_SHARE = 0.9;
 const PACK_ROW_FACTOR = 2;
 
 /** out [N] with out[rows[k]] = x[k] and 0 elsewhere (x [M]); rows distinct. */
-function scatterRows(gpu: Gpu, x: Tensor, rows: Uint32Array, N: number, label: string): Tensor {
+export function scatterRows(gpu: Gpu, x: Tensor, rows: Uint32Array, N: number, label: string): Tensor {
   const col = gpu.empty([x.size, 1], 'f32', `${label}.col`);
   gpu.copy(x, col);
   const out = gpu.zeros([N, 1], 'f32', label);
@@ -185,7 +185,7 @@ function scatterRows(gpu: Gpu, x: Tensor, rows: Uint32Array, N: number, label: s
 }
 
 /** out [M] = x[rows] (x [N]). */
-function gatherRows(gpu: Gpu, x: Tensor, rowsT: Tensor): Tensor {
+export function gatherRows(gpu: Gpu, x: Tensor, rowsT: Tensor): Tensor {
   const table = gpu.empty([x.size, 1], 'f32', 'gather.table');
   gpu.copy(x, table);
   const picked = embedding(gpu, table, rowsT, { label: 'gather.rows' });
@@ -213,6 +213,8 @@ export interface GenerateOptions {
   active?: readonly boolean[];
   /** Per-row cap on new tokens (<= maxNewTokens applies too); a row reaching it finishes 'length'. */
   maxNewTokensPerRow?: readonly number[];
+  /** Decode steps between readbacks (default: the session's stepsPerReadback). Same result either way. */
+  stepsPerReadback?: number;
 }
 
 export interface GenerateResult {
@@ -659,6 +661,18 @@ export class QwenGpuModel {
   }
 
   /**
+   * The packing a training forward over `batch` uses (packing.ts), or null for the padded batch:
+   * packed when every token in `rows` (flat [B, T] indices whose outputs are needed) has a packed slot
+   * and the packed batch saves a tenth of the slots; `pack` forces it either way.
+   */
+  packingFor(batch: TokenBatch, rows: readonly number[], pack?: boolean): PackedRows | null {
+    if (pack === false || rows.length === 0) return null;
+    const packed = packRows(batch, this.packCapacity(batch.T));
+    if (!rows.every((i) => packed.packedIndex[i] !== NOT_PACKED)) return null;
+    return pack === true || packed.batch.B * packed.batch.T <= PACK_SHARE * batch.B * batch.T ? packed : null;
+  }
+
+  /**
    * Training forward: log-probabilities of `targets` (usually the next token) and entropies per
    * token, keeping activations for backward(). mask[i] = 0 marks tokens whose loss is not needed.
    * `temperature` scales the logits as the sampler did (log-probs of softmax(logits / T)).
@@ -681,21 +695,16 @@ export class QwenGpuModel {
     // token's own sequence (its segment span), so a packed row costs what its sequences would cost
     // alone. The head then runs on the active tokens, read from their packed slots, and its results
     // land in the caller's [B, T] layout as always.
-    const packed = options.pack === false ? null : packRows(batch, this.packCapacity(batch.T));
-    const usePacked =
-      packed !== null &&
-      rows.length > 0 &&
-      rows.every((i) => packed.packedIndex[i] !== NOT_PACKED) &&
-      (options.pack === true || packed.batch.B * packed.batch.T <= PACK_SHARE * N);
-    const trunk = this.forwardHidden(usePacked ? packed.batch : batch);
+    const packed = this.packingFor(batch, rows, options.pack);
+    const trunk = this.forwardHidden(packed ? packed.batch : batch);
     // The LM head is a third of a small model's step and RL trains only the policy's tokens (a
     // fifth of an agent episode): when few rows are active, gather them, run the head on those
     // alone, and scatter the results back. Row results do not depend on which other rows are there.
-    if (rows.length > 0 && (usePacked || rows.length <= COMPACT_HEAD_SHARE * N)) {
+    if (rows.length > 0 && (packed || rows.length <= COMPACT_HEAD_SHARE * N)) {
       const rowIds = Uint32Array.from(rows);
       const rowsT = gpu.upload(rowIds, [rows.length], 'u32', 'head.rows');
-      const hRows = usePacked ? Uint32Array.from(rows, (i) => packed.packedIndex[i]) : rowIds;
-      const hRowsT = usePacked ? gpu.upload(hRows, [rows.length], 'u32', 'head.hRows') : rowsT;
+      const hRows = packed ? Uint32Array.from(rows, (i) => packed.packedIndex[i]) : rowIds;
+      const hRowsT = packed ? gpu.upload(hRows, [rows.length], 'u32', 'head.hRows') : rowsT;
       const hActive = embedding(gpu, trunk.hFinal, hRowsT, { label: 'head.h' });
       if (hRowsT !== rowsT) hRowsT.release();
       const targetsT = gpu.upload(
@@ -867,7 +876,7 @@ export class QwenGpuModel {
    */
   forwardCached(
     session: GenerationSession,
-    ids: Uint32Array,
+    ids: Uint32Array | Tensor,
     pos: Uint32Array,
     start: readonly number[],
     count: readonly number[],
@@ -901,10 +910,12 @@ export class QwenGpuModel {
   /**
    * The trunk of forwardCached: writes each row's last new hidden state into `last` [B, D] (rows
    * with no new token keep what `last` holds), so consecutive blocks of one append can share it.
+   * `ids` is a CPU array, or a u32 tensor already on the GPU (a decode step's sampled ids, which then
+   * never travel to the CPU and back).
    */
   forwardCachedHidden(
     session: GenerationSession,
-    ids: Uint32Array,
+    ids: Uint32Array | Tensor,
     pos: Uint32Array,
     start: readonly number[],
     count: readonly number[],
@@ -912,8 +923,12 @@ export class QwenGpuModel {
   ): void {
     const { gpu, config: c } = this;
     const B = session.batch;
-    const N = ids.length;
-    const idsT = gpu.upload(ids, [N], 'u32', 'gen.ids');
+    const onGpu = !(ids instanceof Uint32Array);
+    const N = onGpu ? ids.size : ids.length;
+    if (onGpu && ids.dtype !== 'u32')
+      throw new Error(`forwardCached: ids must be u32, got ${ids.toString()}`);
+    if (pos.length !== N) throw new Error(`forwardCached: ${N} ids and ${pos.length} positions`);
+    const idsT = onGpu ? ids : gpu.upload(ids, [N], 'u32', 'gen.ids');
     // Every new token is real (no padding): segment 1, the cache's one sequence per row.
     const segT = gpu.upload(new Uint32Array(N).fill(1), [N], 'u32', 'gen.seg');
     const posT = gpu.upload(pos, [N], 'u32', 'gen.pos');
@@ -985,7 +1000,7 @@ export class QwenGpuModel {
       gpu.copy(src, { tensor: last, offset: b * rowBytes, size: rowBytes });
     }
     x.release();
-    for (const z of [idsT, segT, posT, slotsT, queryBlocks?.starts]) z?.release();
+    for (const z of [onGpu ? undefined : idsT, segT, posT, slotsT, queryBlocks?.starts]) z?.release();
   }
 
   /** Reads the base model's weights back (for saving; without LoRA adapters: see exportAdapter). */
@@ -1048,6 +1063,14 @@ function releaseLayer(a: Omit<LayerActivations, 'x'> & { x: Tensor | null }): vo
 }
 
 /**
+ * Decode steps between readbacks: a real GPU waits on the CPU round trip of every step otherwise; a CPU
+ * adapter computes, rather than waits, and would pay for the steps of rows that stopped in a block.
+ */
+export function defaultStepsPerReadback(gpu: Gpu): number {
+  return gpu.report.kind === 'gpu' ? 8 : 1;
+}
+
+/**
  * A batch of rows with a KV cache per layer, for multi-turn rollouts: append a prompt, sample a
  * turn, append the tool responses, sample again... without ever recomputing the prefix.
  *
@@ -1075,6 +1098,8 @@ export class GenerationSession {
 
   /** New tokens per forward of an append (model.maxTokensPerForward(); tests set less). */
   maxTokensPerForward: number;
+  /** Decode steps sample() runs between readbacks (defaultStepsPerReadback of the adapter). */
+  stepsPerReadback: number;
 
   constructor(model: QwenGpuModel, batch: number, maxLen: number) {
     const c = model.config;
@@ -1094,6 +1119,7 @@ export class GenerationSession {
     this.realLength = new Array(batch).fill(0);
     this.tail = Array.from({ length: batch }, () => []);
     this.maxTokensPerForward = model.maxTokensPerForward();
+    this.stepsPerReadback = defaultStepsPerReadback(model.gpu);
   }
 
   /** Slots holding real tokens, per row. */
@@ -1223,6 +1249,18 @@ export class GenerationSession {
    * Samples one turn per row (until a stop token, shouldStop, or maxNewTokens). Rows with
    * active[b] false are done from the first step: no tokens, finish 'inactive'; when no row is
    * active nothing runs.
+   *
+   * Decode steps run in blocks of `stepsPerReadback`: within a block each step's sampled ids stay
+   * on the GPU and are the next step's input, and the CPU reads the whole block back at once, then
+   * applies the stop rules step by step. A real GPU's decode step is a few milliseconds of work behind
+   * a round trip to the CPU; a block pays that round trip once. The result (tokens, log-probs, the
+   * cache, the RNG counter) is that of reading back every step: each row's computation depends on
+   * its own tokens only, and a row that stops inside a block decodes on to the block's end, its
+   * extra tokens dropped and its length set back, so their cache slots lie past it and are
+   * overwritten by its next append. That costs a CPU adapter real work, hence one step there. On
+   * CPU adapters the two are bit-identical (tested); on a real GPU the matmul variant follows the
+   * rows in a step (gemv for at most 4), so a row's logits may differ in their last bits, as they
+   * already do between steps with more or fewer other rows still decoding.
    */
   async sample(options: GenerateOptions): Promise<GenerateResult> {
     const gpu = this.model.gpu;
@@ -1230,6 +1268,10 @@ export class GenerationSession {
     if (!this.logits) throw new Error('sample: append a prompt first');
     if (active !== undefined && active.length !== this.batch) {
       throw new Error(`sample: active has ${active.length} entries for a session of ${this.batch} rows`);
+    }
+    const block = options.stepsPerReadback ?? this.stepsPerReadback;
+    if (!Number.isInteger(block) || block < 1) {
+      throw new Error(`sample: stepsPerReadback must be an integer >= 1, got ${block}`);
     }
     const isActive = (b: number) => active === undefined || active[b];
     const perRow = options.maxNewTokensPerRow;
@@ -1255,62 +1297,124 @@ export class GenerationSession {
       }
     }
     const stop = new Set(options.stopTokenIds ?? []);
+    const vocab = this.model.config.vocabSize;
     const tokens: number[][] = Array.from({ length: this.batch }, () => []);
     const logprobs: number[][] = Array.from({ length: this.batch }, () => []);
     const finish: GenerateResult['finish'] = Array.from({ length: this.batch }, (_, b) =>
       isActive(b) ? 'length' : 'inactive',
     );
     const done = Array.from({ length: this.batch }, (_, b) => rowMax(b) === 0);
-    for (let s = 0; s < maxNewTokens && done.some((d) => !d); s++) {
+    let s = 0; // steps sampled (and kept) so far
+    while (s < maxNewTokens && done.some((d) => !d)) {
+      // The previous block's last tokens (and any token left pending before this call) go in first.
+      if (this.tail.some((t) => t.length > 0)) this.append(this.tail.map(() => []));
+      const rows = done.flatMap((d, b) => (d ? [] : [b]));
+      // Steps in this block: no more than any row still needs, and every row in the block appends
+      // one token per step after the first, even one that has stopped: it needs the slots.
+      const room = Math.min(...rows.map((b) => this.maxLen - this.realLength[b]));
+      const wanted = Math.max(...rows.map((b) => rowMax(b) - tokens[b].length));
+      const k = Math.max(1, Math.min(block, maxNewTokens - s, wanted, room + 1));
+      const firstStep = this.step;
+      const lengthBefore = [...this.realLength];
       const doneT = gpu.upload(
         Uint32Array.from(done, (d) => (d ? 1 : 0)),
         [this.batch],
         'u32',
         'gen.done',
       );
-      const r = sampleTokens(gpu, this.logits!, {
-        temperature: temperature === 0 ? 1 : temperature,
-        greedy: temperature === 0,
-        topK,
-        topP,
-        seed,
-        step: this.step++,
-        done: doneT,
-        padId,
-        vocabSize: this.model.config.vocabSize,
-      });
-      const [ids, lps] = await gpu.readMany([r.ids, r.logprobs]);
-      r.ids.release();
-      r.logprobs.release();
-      doneT.release();
-      const next: number[][] = [];
-      for (let b = 0; b < this.batch; b++) {
-        if (done[b]) {
-          next.push([]);
-          continue;
+      const stepIds: Tensor[] = [];
+      const stepLps: Tensor[] = [];
+      let read: Array<Float32Array | Uint16Array | Uint32Array | Int32Array>;
+      try {
+        for (let j = 0; j < k; j++) {
+          if (j > 0) this.appendSampled(stepIds[j - 1], rows);
+          const r = sampleTokens(gpu, this.logits!, {
+            temperature: temperature === 0 ? 1 : temperature,
+            greedy: temperature === 0,
+            topK,
+            topP,
+            seed,
+            step: this.step++,
+            done: doneT,
+            padId,
+            vocabSize: vocab,
+          });
+          stepIds.push(r.ids);
+          stepLps.push(r.logprobs);
         }
-        const id = ids[b];
-        tokens[b].push(id);
-        logprobs[b].push(lps[b]);
-        next.push([id]);
-        if (stop.has(id)) {
-          done[b] = true;
-          finish[b] = 'stop';
-        } else if (options.shouldStop?.(b, tokens[b])) {
-          done[b] = true;
-          finish[b] = 'callback';
-        } else if (tokens[b].length >= rowMax(b)) {
-          done[b] = true;
+        read = await gpu.readMany([...stepIds, ...stepLps]);
+      } finally {
+        for (const t of [...stepIds, ...stepLps, doneT]) t.release();
+      }
+      // The stop rules, step by step, as if each step had been read back on its own.
+      let last = -1; // the block's last step that sampled a kept token
+      const lastActive = new Array<number>(this.batch).fill(-1);
+      for (let j = 0; j < k && s < maxNewTokens && done.some((d) => !d); j++, s++) {
+        last = j;
+        const ids = read[j];
+        const lps = read[k + j];
+        for (const b of rows) {
+          if (done[b]) continue;
+          const id = ids[b];
+          tokens[b].push(id);
+          logprobs[b].push(lps[b]);
+          lastActive[b] = j;
+          if (stop.has(id)) {
+            done[b] = true;
+            finish[b] = 'stop';
+          } else if (options.shouldStop?.(b, tokens[b])) {
+            done[b] = true;
+            finish[b] = 'callback';
+          } else if (tokens[b].length >= rowMax(b)) {
+            done[b] = true;
+          }
         }
       }
-      if (s + 1 < maxNewTokens && done.some((d) => !d)) {
-        this.append(next);
-      } else {
-        this.tail = next.map((row, b) => [...this.tail[b], ...row]);
-        break;
+      // Each row keeps the tokens of its steps before `last` in the cache; the tokens of step `last`
+      // wait in the tail (the next block, or the next append, writes them first).
+      this.step = firstStep + last + 1;
+      for (const b of rows) {
+        const kept = Math.min(lastActive[b] + 1, last);
+        for (let j = 0; j < kept; j++) {
+          const id = read[j][b];
+          if (id >= vocab) {
+            throw new Error(
+              `sample: row ${b} sampled id ${id} (outside the vocabulary of ${vocab}): its logits are not finite`,
+            );
+          }
+        }
+        this.realLength[b] = lengthBefore[b] + kept;
+        this.tail[b] = lastActive[b] === last ? [read[last][b]] : [];
       }
     }
     return { tokens, logprobs, finish };
+  }
+
+  /**
+   * One decode step's append inside a block: row rows[i] adds the id the sampler wrote at ids[rows[i]]
+   * ([B] u32 on the GPU), gathered into a packed block by buffer copies (one per run of rows).
+   */
+  private appendSampled(ids: Tensor, rows: readonly number[]): void {
+    const gpu = this.model.gpu;
+    const start = [...this.realLength];
+    const count = new Array<number>(this.batch).fill(0);
+    for (const b of rows) count[b] = 1;
+    const pos = Uint32Array.from(rows, (b) => this.realLength[b]);
+    let packed = ids;
+    if (rows.length < this.batch) {
+      packed = gpu.empty([rows.length], 'u32', 'gen.blockIds');
+      for (let i = 0; i < rows.length; ) {
+        let j = i + 1;
+        while (j < rows.length && rows[j] === rows[j - 1] + 1) j++;
+        const size = (j - i) * 4;
+        gpu.copy({ tensor: ids, offset: rows[i] * 4, size }, { tensor: packed, offset: i * 4, size });
+        i = j;
+      }
+    }
+    for (const b of rows) this.realLength[b] += 1;
+    this.logits?.release();
+    this.logits = this.model.forwardCached(this, packed, pos, start, count);
+    if (packed !== ids) packed.release();
   }
 
   release(): void {
