@@ -2,10 +2,11 @@
 //                        [--temperatures 0.5,1] [--splits test,train]
 // Before a long group-method run: for each split and temperature, samples G episodes of each of the
 // first n questions (the trainer's own rollout code, Trainer.evaluate) and prints what GRPO / RLOO
-// would have to learn from (src/rl/group-signal.ts): mean EM, pass@G, the share of groups whose EM
+// would have to learn from (src/rl/group-signal.ts): mean EM, pass@G, maj@G, the share of groups whose EM
 // differs between samples, the share whose reward differs at all, and the mean in-group reward std.
 // Greedy EM of the same questions is printed beside them (temperature 0, one sample).
 // The sampling seed is fixed (12345), so a rerun on the same adapter draws the same episodes.
+import { normalizeAnswer } from '../src/env/reward.ts';
 import { groupSignal } from '../src/rl/group-signal.ts';
 import { episodeReward } from '../src/rl/trainer.ts';
 import { benchArgs, benchTrainer } from './trainer-cli.ts';
@@ -44,10 +45,16 @@ for (const split of splits as ('test' | 'train')[]) {
       seed: SAMPLING_SEED,
     });
     const g = groupSignal(
-      r.trajectories.map((t) => ({ group: t.group, em: t.outcome?.em ?? 0, reward: episodeReward(t, w) })),
+      r.trajectories.map((t) => ({
+        group: t.group,
+        em: t.outcome?.em ?? 0,
+        reward: episodeReward(t, w),
+        answer: t.prediction === null ? null : normalizeAnswer(t.prediction),
+      })),
     );
     console.log(
       `${split} T=${temperature}: mean EM ${g.meanEm.toFixed(3)} · pass@${samples} ${g.passAtK.toFixed(3)} · ` +
+        `maj@${samples} ${g.majAtK!.toFixed(3)} · ` +
         `EM-split groups ${g.emSplitGroups.toFixed(3)} · reward-split groups ${g.rewardSplitGroups.toFixed(3)} · ` +
         `reward std ${g.meanRewardStd.toFixed(3)} · format-valid ${r.formatValid.toFixed(3)} · ` +
         `${((performance.now() - t0) / 1000).toFixed(0)} s`,

@@ -29,6 +29,37 @@ describe('groupSignal', () => {
     expect(s.meanRewardStd).toBeCloseTo((std0 + 0.5 + 0 + 0) / 4, 12);
   });
 
+  it("gives maj@k, the EM of each group's most frequent answer, when every episode has an answer", () => {
+    const ep = (group: number, answer: string | null, em: number) => ({ group, em, reward: em, answer });
+    const s = groupSignal([
+      // group 0: the right answer is the mode (2 of 4 votes; the null does not vote)
+      ep(0, 'paris', 1),
+      ep(0, 'paris', 1),
+      ep(0, 'lyon', 0),
+      ep(0, null, 0),
+      // group 1: right once, a wrong answer twice: pass but no majority
+      ep(1, 'no', 0),
+      ep(1, 'no', 0),
+      ep(1, 'yes', 1),
+      // group 2: a tie between a right and a wrong answer counts half
+      ep(2, 'a', 1),
+      ep(2, 'b', 0),
+      // group 3: no answer at all
+      ep(3, null, 0),
+      ep(3, null, 0),
+    ]);
+    expect(s.passAtK).toBe(3 / 4);
+    expect(s.majAtK).toBe((1 + 0 + 0.5 + 0) / 4);
+    // without answers (or with any missing) there is no maj@k
+    expect(groupSignal([{ group: 0, em: 1, reward: 1 }]).majAtK).toBeUndefined();
+    expect(
+      groupSignal([
+        { group: 0, em: 1, reward: 1, answer: 'x' },
+        { group: 0, em: 1, reward: 1 },
+      ]).majAtK,
+    ).toBeUndefined();
+  });
+
   it('takes interleaved groups and refuses an empty batch', () => {
     const s = groupSignal([
       { group: 1, em: 0, reward: 0 },
