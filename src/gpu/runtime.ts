@@ -90,6 +90,8 @@ export interface GpuStats {
   /** Waits that slept first (Node), and how many of those found the work done on waking. */
   sleptWaits: number;
   oversleptWaits: number;
+  /** Milliseconds those waits slept in all. */
+  sleptMs: number;
   /** The largest tensor (bytes asked for) acquired since resetLargestBuffer(): what one binding may need. */
   largestBuffer: number;
 }
@@ -173,6 +175,7 @@ export class Gpu {
     kernels: 0,
     sleptWaits: 0,
     oversleptWaits: 0,
+    sleptMs: 0,
     largestBuffer: 0,
   };
 
@@ -575,9 +578,11 @@ export class Gpu {
     if (this.sleepBeforeWait && this.unsyncedCost > 0 && rate !== undefined) {
       const remaining = (0.85 * this.unsyncedCost) / rate - (performance.now() - start);
       if (remaining > 2) {
+        const t0 = performance.now();
         await sleep(Math.min(remaining, this.timeoutMs));
         slept = true;
         this.counters.sleptWaits++;
+        this.counters.sleptMs += performance.now() - t0;
       }
     }
     const woke = performance.now();

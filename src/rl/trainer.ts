@@ -417,6 +417,7 @@ export class Trainer {
     const gpu = this.gpu;
     const step = this.step + 1;
     const times: Record<string, number> = {};
+    const gpuBefore = gpu.stats;
     let mark = performance.now();
     const lap = (name: string) => {
       const now = performance.now();
@@ -686,6 +687,14 @@ export class Trainer {
     metrics['time/step_s'] = totalTime;
     metrics['perf/rollout_tokens_per_s'] = ro.stats.policyTokens / Math.max(1e-9, times.rollout);
     metrics['perf/train_tokens_per_s'] = (N * c.actor.ppoEpochs) / Math.max(1e-9, times.update);
+    metrics['train/real_tokens'] = batch.tokens.seg.reduce((n, s) => n + (s === 0 ? 0 : 1), 0);
+    // How the step waited for the GPU: in Node each wait first sleeps through the predicted GPU time
+    // (runtime.ts); a wait that finds the work done on waking slept too long.
+    const gpuAfter = gpu.stats;
+    metrics['perf/gpu_readbacks'] = gpuAfter.readbacks - gpuBefore.readbacks;
+    metrics['perf/gpu_slept_waits'] = gpuAfter.sleptWaits - gpuBefore.sleptWaits;
+    metrics['perf/gpu_overslept_waits'] = gpuAfter.oversleptWaits - gpuBefore.oversleptWaits;
+    metrics['perf/gpu_sleep_s'] = (gpuAfter.sleptMs - gpuBefore.sleptMs) / 1000;
     return metrics;
   }
 
