@@ -4,7 +4,8 @@
 // r % G (its GRPO group is the task index). Every row has its own ToolEnv (tools from toolsFor(task))
 // and all rows decode together in ONE TurnSampler (a GenerationSession: one KV cache, one batched
 // forward per step over the rows that have new tokens: appends are packed without padding, so a
-// finished row costs nothing). The G samples of a task share its prompt, which is prefilled in the
+// finished row costs nothing; a batch whose K/V cache would exceed one storage binding is split over
+// sessions of whole groups, ShardedSampler). The G samples of a task share its prompt, which is prefilled in the
 // group's first row and copied to the others (TurnSampler.copyRow). A row's token sequence is built
 // only from ids, never from re-encoded text:
 //
@@ -66,7 +67,12 @@
 // every trajectory and the stats. The generator is lazy: env steps run as events are pulled, and the
 // next turn's sampling only starts when the consumer pulls past the current turn's last event.
 
-import type { GenerateOptions, GenerateResult, QwenGpuModel } from '../agent/model/qwen-gpu.ts';
+import type {
+  GenerateOptions,
+  GenerateResult,
+  GenerationSession,
+  QwenGpuModel,
+} from '../agent/model/qwen-gpu.ts';
 import type { ChatTemplateOptions, QwenTokenName } from '../agent/tokenizer/qwen-tokenizer.ts';
 import { outcomeReward } from '../env/reward.ts';
 import type { Tool, ToolRegistry } from '../env/tool.ts';
@@ -97,12 +103,98 @@ export interface TurnSampler {
   release(): void;
 }
 
-/** Starts a sampler of `rows` rows with `maxLen` cache slots per row. */
-export type SamplerFactory = (rows: number, maxLen: number) => TurnSampler;
+/**
+ * Starts a sampler of `rows` rows with `maxLen` cache slots per row; rows come in groups of
+ * `groupSize` that share a prompt (copyRow stays within a group).
+ */
+export type SamplerFactory = (rows: number, maxLen: number, groupSize?: number) => TurnSampler;
 
-/** The GPU model as a SamplerFactory: one GenerationSession per batch. */
+/**
+ * The GPU model as a SamplerFactory: one GenerationSession per batch, or, when the batch's K/V cache
+ * would not fit one storage binding, one per slice of whole groups (ShardedSampler).
+ */
 export function modelSampler(model: QwenGpuModel): SamplerFactory {
-  return (rows, maxLen) => model.startSession(rows, maxLen);
+  return (rows, maxLen, groupSize = 1) => {
+    const most = model.maxSessionRows(maxLen);
+    if (rows <= most) return model.startSession(rows, maxLen);
+    const perShard = Math.floor(most / groupSize) * groupSize;
+    if (perShard === 0) return model.startSession(groupSize, maxLen); // throws: not even one group fits
+    return new ShardedSampler(model, rows, maxLen, perShard);
+  };
+}
+
+/**
+ * A batch of rows over several GenerationSessions of at most `perShard` rows each (a multiple of the
+ * group size, so a group's prompt copies stay in one session). Each call goes to every session in
+ * turn with its slice of the rows; row r samples as stream r, as it would in one session. The
+ * sessions count their decode steps apart, so the tokens are a valid sample of the same policy but
+ * not those of one large session.
+ */
+export class ShardedSampler implements TurnSampler {
+  readonly batch: number;
+  readonly maxLen: number;
+  private readonly shards: { session: GenerationSession; start: number; end: number }[] = [];
+
+  constructor(model: QwenGpuModel, rows: number, maxLen: number, perShard: number) {
+    this.batch = rows;
+    this.maxLen = maxLen;
+    try {
+      for (let start = 0; start < rows; start += perShard) {
+        const end = Math.min(rows, start + perShard);
+        this.shards.push({ session: model.startSession(end - start, maxLen), start, end });
+      }
+    } catch (e) {
+      this.release();
+      throw e;
+    }
+  }
+
+  /** Sessions in use (for tests and benchmarks). */
+  get sessions(): number {
+    return this.shards.length;
+  }
+
+  append(tokens: ReadonlyArray<ArrayLike<number>>): void {
+    if (tokens.length !== this.batch)
+      throw new Error(`append: ${tokens.length} rows for a session of ${this.batch}`);
+    for (const { session, start, end } of this.shards) session.append(tokens.slice(start, end));
+  }
+
+  async sample(options: GenerateOptions): Promise<GenerateResult> {
+    const out: GenerateResult = { tokens: [], logprobs: [], finish: [] };
+    for (const { session, start, end } of this.shards) {
+      const { shouldStop } = options;
+      const r = await session.sample({
+        ...options,
+        active: options.active?.slice(start, end),
+        maxNewTokensPerRow: options.maxNewTokensPerRow?.slice(start, end),
+        shouldStop: shouldStop && ((row, ids) => shouldStop(start + row, ids)),
+        streamOffset: (options.streamOffset ?? 0) + start,
+      });
+      out.tokens.push(...r.tokens);
+      out.logprobs.push(...r.logprobs);
+      out.finish.push(...r.finish);
+    }
+    return out;
+  }
+
+  copyRow(from: number, to: readonly number[]): void {
+    const shard = this.shards.find((s) => from >= s.start && from < s.end);
+    const outside = to.find((b) => !shard || b < shard.start || b >= shard.end);
+    if (!shard || outside !== undefined) {
+      throw new Error(
+        `copyRow: rows ${from} and ${outside ?? from} are not in one session of this sharded batch`,
+      );
+    }
+    shard.session.copyRow(
+      from - shard.start,
+      to.map((b) => b - shard.start),
+    );
+  }
+
+  release(): void {
+    for (const { session } of this.shards) session.release();
+  }
 }
 
 /** The tokenizer calls the rollout makes (QwenTokenizer implements them). */
@@ -387,7 +479,7 @@ export async function* rolloutStream<T extends EnvTask>(
   });
   stats.envSeconds += seconds(t0);
 
-  const sampler = newSampler(rows.length, maxTotal + appendBlock + 1);
+  const sampler = newSampler(rows.length, maxTotal + appendBlock + 1, G);
   const trajectories: Trajectory[] = new Array(rows.length);
   try {
     if (sampler.batch !== rows.length)

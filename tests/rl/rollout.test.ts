@@ -27,11 +27,13 @@ import { generateSyntheticDataset } from '../../src/env/tasks/synthetic.ts';
 import { ToolEnv } from '../../src/env/tool-env.ts';
 import { perQuestionSearchTools, pooledSearchTools } from '../../src/env/tools/search.ts';
 import {
+  modelSampler,
   RolloutError,
   type RolloutEvent,
   type RolloutRequest,
   rolloutStream,
   runRollouts,
+  ShardedSampler,
   type Trajectory,
   TrajectoryFormatError,
   type TurnSampler,
@@ -674,6 +676,61 @@ describe('rollout with the GPU model', () => {
     expect(strip(g2.trajectories)).toEqual(strip(g1.trajectories));
     expect(g1.trajectories[0].ids).toEqual(g1.trajectories[1].ids);
     expect(g1.trajectories[0].ids).not.toEqual(g1.trajectories[2].ids);
+    model.release();
+  });
+
+  it('a batch whose K/V cache exceeds one binding runs over sessions of whole groups, each row its own stream', async () => {
+    const gpu = await getTestGpu();
+    const tokenizer = await getTokenizer();
+    const model = tinyRealVocabModel(gpu);
+    const request = {
+      tasks: [tasks[0], tasks[0]], // two groups with one prompt: only their streams tell them apart
+      samplesPerTask: 2,
+      tokenizer,
+      model,
+      toolsFor: pooledSearchTools(data.test.corpus, { maxChars: 200 }),
+      maxTurns: 2,
+      maxNewTokensPerTurn: 12,
+      maxTotalTokens: 600,
+      temperature: 1,
+      seed: 5,
+    };
+    const whole = await runRollouts(request);
+    // The adapter's real limit holds hundreds of rows of this model; pretend it holds 3: sessions of
+    // one group (2 rows) each, so that a group's prompt copy stays in one session.
+    const limit = model.maxSessionRows(64);
+    expect(() => model.startSession(limit + 1, 64)).toThrow(
+      /K\/V cache per layer, over this adapter's storage binding limit/,
+    );
+    model.maxSessionRows = () => 3;
+    const sampler = modelSampler(model)(4, 64, 2);
+    expect(sampler).toBeInstanceOf(ShardedSampler);
+    expect((sampler as ShardedSampler).sessions).toBe(2);
+    sampler.append([[1, 2], [3], [4, 5, 6], [7]]);
+    expect(() => sampler.copyRow!(1, [2])).toThrow(/not in one session/);
+    sampler.release();
+    const sharded = await runRollouts(request);
+    expect(sharded.trajectories.map((t) => t.row)).toEqual([0, 1, 2, 3]);
+    for (const [r, t] of sharded.trajectories.entries()) {
+      checkMasks(t);
+      // Same prompt, stream and step counter in the first turn: the same first policy turn as one session.
+      const turn0 = (x: Trajectory) => x.ids.filter((_, i) => x.turnIndex[i] === 0 && x.lossMask[i] === 1);
+      expect(turn0(t), `row ${r}`).toEqual(turn0(whole.trajectories[r]));
+      // Each session's cache holds its rows' sequences: recorded log-probs equal a full forward.
+      const batch = packBatch([t.ids]);
+      const targets = new Uint32Array(t.ids.length);
+      for (let i = 0; i + 1 < t.ids.length; i++) targets[i] = t.ids[i + 1];
+      const fwd = model.forward(batch, targets);
+      const logprob = await gpu.readF32(fwd.head.logprob);
+      fwd.release();
+      for (let i = 1; i < t.ids.length; i++) {
+        if (t.lossMask[i] !== 1) continue;
+        expect(Math.abs(logprob[i - 1] - t.logprobs[i]), `row ${r} token ${i}`).toBeLessThanOrEqual(1e-4);
+      }
+    }
+    // The second session's rows draw streams 2 and 3, not the first session's 0 and 1.
+    const first = (t: Trajectory) => t.ids.slice(t.promptLength, t.promptLength + 12);
+    expect(first(sharded.trajectories[2])).not.toEqual(first(sharded.trajectories[0]));
     model.release();
   });
 });

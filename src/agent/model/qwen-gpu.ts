@@ -215,6 +215,11 @@ export interface GenerateOptions {
   maxNewTokensPerRow?: readonly number[];
   /** Decode steps between readbacks (default: the session's stepsPerReadback). Same result either way. */
   stepsPerReadback?: number;
+  /**
+   * Row b draws its randomness as row streamOffset + b (default 0): a batch split over several
+   * sessions gives each row a stream of its own.
+   */
+  streamOffset?: number;
 }
 
 export interface GenerateResult {
@@ -869,6 +874,16 @@ export class QwenGpuModel {
   }
 
   /**
+   * The most rows one GenerationSession of maxLen slots per row may hold: each layer's K and V cache
+   * ([rows, maxLen, kvHeads · headDim] f32) is one storage binding, within the adapter's limit.
+   */
+  maxSessionRows(maxLen: number): number {
+    const c = this.config;
+    const rowBytes = maxLen * c.numKvHeads * c.headDim * 4;
+    return Math.floor(this.gpu.limits.maxStorageBufferBindingSize / rowBytes);
+  }
+
+  /**
    * Forward of a packed, ragged block of new tokens through the cache; returns next-token logits
    * [B, V]. Row b adds count[b] tokens (0 = nothing: a finished row costs no work) at cache slots
    * start[b] .. start[b] + count[b] - 1; ids and pos hold them row after row. Each row's logits are
@@ -1109,6 +1124,13 @@ export class GenerationSession {
         `generation length ${maxLen} exceeds max_position_embeddings ${c.maxPositionEmbeddings}`,
       );
     }
+    const most = model.maxSessionRows(maxLen);
+    if (batch > most) {
+      const mib = (batch * maxLen * c.numKvHeads * c.headDim * 4) / 2 ** 20;
+      throw new Error(
+        `generation batch ${batch} × ${maxLen} slots needs a ${mib.toFixed(1)} MiB K/V cache per layer, over this adapter's storage binding limit: at most ${most} rows (split the batch over several sessions)`,
+      );
+    }
     this.model = model;
     this.batch = batch;
     this.maxLen = maxLen;
@@ -1273,6 +1295,10 @@ export class GenerationSession {
     if (!Number.isInteger(block) || block < 1) {
       throw new Error(`sample: stepsPerReadback must be an integer >= 1, got ${block}`);
     }
+    const streamOffset = options.streamOffset ?? 0;
+    if (!Number.isInteger(streamOffset) || streamOffset < 0 || streamOffset + this.batch > 0xffffffff) {
+      throw new Error(`sample: streamOffset must be an integer >= 0, got ${streamOffset}`);
+    }
     const isActive = (b: number) => active === undefined || active[b];
     const perRow = options.maxNewTokensPerRow;
     if (perRow !== undefined) {
@@ -1322,6 +1348,16 @@ export class GenerationSession {
         'u32',
         'gen.done',
       );
+      // Row b's stream defaults to b itself: only an offset needs the tensor.
+      const streamsT =
+        streamOffset === 0
+          ? undefined
+          : gpu.upload(
+              Uint32Array.from(done, (_, b) => streamOffset + b),
+              [this.batch],
+              'u32',
+              'gen.streams',
+            );
       const stepIds: Tensor[] = [];
       const stepLps: Tensor[] = [];
       let read: Array<Float32Array | Uint16Array | Uint32Array | Int32Array>;
@@ -1336,6 +1372,7 @@ export class GenerationSession {
             seed,
             step: this.step++,
             done: doneT,
+            streams: streamsT,
             padId,
             vocabSize: vocab,
           });
@@ -1344,7 +1381,7 @@ export class GenerationSession {
         }
         read = await gpu.readMany([...stepIds, ...stepLps]);
       } finally {
-        for (const t of [...stepIds, ...stepLps, doneT]) t.release();
+        for (const t of [...stepIds, ...stepLps, doneT, streamsT]) t?.release();
       }
       // The stop rules, step by step, as if each step had been read back on its own.
       let last = -1; // the block's last step that sampled a kept token
