@@ -13,15 +13,17 @@ import { defaultStepsPerReadback } from '../src/agent/model/qwen-gpu.ts';
 import { runRollouts, type TurnSampler } from '../src/rl/rollout.ts';
 import { rolloutBench } from './trainer-cli.ts';
 
-const { gpu, trainer, Q, reps, rolloutOptions, values, fail } = await rolloutBench('bench:rollout', true, {
+const stepsList = (text: string) => text.split(',').map(Number);
+const { gpu, trainer, Q, reps, rolloutOptions, values } = await rolloutBench('bench:rollout', true, {
   usage: ' [--readback-steps 1,8]',
   options: { 'readback-steps': { type: 'string' } },
+  check: (v, fail) => {
+    const text = v['readback-steps'];
+    if (text !== undefined && stepsList(text).some((n) => !Number.isInteger(n) || n < 1))
+      fail(`--readback-steps takes positive integers, got ${text}`);
+  },
 });
-const readbackSteps = (values['readback-steps'] ?? String(defaultStepsPerReadback(gpu)))
-  .split(',')
-  .map(Number);
-if (readbackSteps.some((n) => !Number.isInteger(n) || n < 1))
-  fail(`--readback-steps takes positive integers, got ${values['readback-steps']}`);
+const readbackSteps = stepsList(values['readback-steps'] ?? String(defaultStepsPerReadback(gpu)));
 
 /** The policy's session, timing appends (synced) and turns; `share` false hides copyRow. */
 function timedSampler(

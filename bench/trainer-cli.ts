@@ -77,7 +77,12 @@ export async function benchTrainer(
 export async function rolloutBench(
   name: string,
   greedy: boolean,
-  extra: { usage: string; options: ParseArgsOptionsConfig } = { usage: '', options: {} },
+  extra: {
+    usage: string;
+    options: ParseArgsOptionsConfig;
+    /** Checks the extra options (before the model loads); calls fail for a bad one. */
+    check?: (values: Record<string, string | undefined>, fail: (message: string) => never) => void;
+  } = { usage: '', options: {} },
 ) {
   const { values, fail, positiveInt } = benchArgs(
     name,
@@ -91,6 +96,7 @@ export async function rolloutBench(
     },
   );
   // Arguments are checked before the model loads.
+  extra.check?.(values, fail);
   const questions = positiveInt('questions');
   const samples = positiveInt('samples');
   const reps = positiveInt('reps') ?? 2;

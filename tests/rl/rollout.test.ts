@@ -559,6 +559,16 @@ function tinyRealVocabModel(gpu: Awaited<ReturnType<typeof getTestGpu>>): QwenGp
  * writes one, and the episode would end after one turn): its ids go into the same KV cache, with log-prob
  * 0; every later turn is sampled by the model after prompt + scripted turn + env ids.
  */
+/** logprob[i]: the log-prob of ids[i + 1] after ids[0..i], from one full forward of the sequence. */
+async function fullForwardLogprobs(model: QwenGpuModel, ids: readonly number[]): Promise<Float32Array> {
+  const targets = new Uint32Array(ids.length);
+  for (let i = 0; i + 1 < ids.length; i++) targets[i] = ids[i + 1];
+  const fwd = model.forward(packBatch([ids]), targets);
+  const logprob = await model.gpu.readF32(fwd.head.logprob);
+  fwd.release();
+  return logprob;
+}
+
 function firstTurnScripted(
   session: GenerationSession,
   first: (row: number) => number[],
@@ -642,12 +652,7 @@ describe('rollout with the GPU model', () => {
       expect(t.turnRecords[0].calls.map((c) => c.status)).toEqual(['executed']);
       expect(t.turnRecords[0].resultAppended).toBe(true);
       // Recompute every position's log-prob of the next id with one full forward.
-      const batch = packBatch([t.ids]);
-      const targets = new Uint32Array(t.ids.length);
-      for (let i = 0; i + 1 < t.ids.length; i++) targets[i] = t.ids[i + 1];
-      const fwd = model.forward(batch, targets);
-      const logprob = await gpu.readF32(fwd.head.logprob);
-      fwd.release();
+      const logprob = await fullForwardLogprobs(model, t.ids);
       let worst = 0;
       for (let i = 1; i < t.ids.length; i++) {
         if (t.lossMask[i] !== 1 || t.turnIndex[i] === 0) continue; // turn 0 is scripted
@@ -717,12 +722,7 @@ describe('rollout with the GPU model', () => {
       const turn0 = (x: Trajectory) => x.ids.filter((_, i) => x.turnIndex[i] === 0 && x.lossMask[i] === 1);
       expect(turn0(t), `row ${r}`).toEqual(turn0(whole.trajectories[r]));
       // Each session's cache holds its rows' sequences: recorded log-probs equal a full forward.
-      const batch = packBatch([t.ids]);
-      const targets = new Uint32Array(t.ids.length);
-      for (let i = 0; i + 1 < t.ids.length; i++) targets[i] = t.ids[i + 1];
-      const fwd = model.forward(batch, targets);
-      const logprob = await gpu.readF32(fwd.head.logprob);
-      fwd.release();
+      const logprob = await fullForwardLogprobs(model, t.ids);
       for (let i = 1; i < t.ids.length; i++) {
         if (t.lossMask[i] !== 1) continue;
         expect(Math.abs(logprob[i - 1] - t.logprobs[i]), `row ${r} token ${i}`).toBeLessThanOrEqual(1e-4);

@@ -37,7 +37,7 @@ describe('npm run bench:passk (micro)', () => {
       expect(r.out).toMatch(new RegExp(`${split}: greedy EM [\\d.]+ format-valid [\\d.]+`));
       expect(r.out).toMatch(
         new RegExp(
-          `${split} T=1: mean EM [\\d.]+ · pass@2 [\\d.]+ · EM-split groups [\\d.]+ · reward-split groups [\\d.]+ · reward std [\\d.]+`,
+          `${split} T=1: mean EM [\\d.]+ · pass@2 [\\d.]+ · maj@2 [\\d.]+ · EM-split groups [\\d.]+ · reward-split groups [\\d.]+ · reward std [\\d.]+`,
         ),
       );
     }
