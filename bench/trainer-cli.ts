@@ -122,5 +122,5 @@ export async function rolloutBench(
     ...(temperature > 0 ? { topP: config.rollout.topP, topK: config.rollout.topK } : {}),
     seed,
   });
-  return { config, gpu, trainer, Q, G, reps, temperature, rolloutOptions, values, fail };
+  return { config, gpu, trainer, Q, G, reps, temperature, rolloutOptions, values };
 }
