@@ -90,7 +90,7 @@ export interface GpuStats {
   /** Waits that slept first (Node), and how many of those found the work done on waking. */
   sleptWaits: number;
   oversleptWaits: number;
-  /** Milliseconds those waits slept in all. */
+  /** Milliseconds during which at least one wait slept (concurrent sleeps count once: wall time). */
   sleptMs: number;
   /** The largest tensor (bytes asked for) acquired since resetLargestBuffer(): what one binding may need. */
   largestBuffer: number;
@@ -162,6 +162,10 @@ export class Gpu {
   // A wait that includes a new pipeline's first use also times its compilation (seconds on lavapipe
   // for a large kernel): learning from it would make every later wait oversleep.
   private compiledSinceWait = false;
+  // Waits sleeping now, and since when the first of them (for sleptMs as wall time: two reads awaited
+  // together after one update sleep side by side, and summing them overstated the sleep twofold).
+  private sleepers = 0;
+  private sleepersSince = 0;
 
   private readonly counters: GpuStats = {
     liveBytes: 0,
@@ -578,11 +582,14 @@ export class Gpu {
     if (this.sleepBeforeWait && this.unsyncedCost > 0 && rate !== undefined) {
       const remaining = (0.85 * this.unsyncedCost) / rate - (performance.now() - start);
       if (remaining > 2) {
-        const t0 = performance.now();
-        await sleep(Math.min(remaining, this.timeoutMs));
+        if (this.sleepers++ === 0) this.sleepersSince = performance.now();
+        try {
+          await sleep(Math.min(remaining, this.timeoutMs));
+        } finally {
+          if (--this.sleepers === 0) this.counters.sleptMs += performance.now() - this.sleepersSince;
+        }
         slept = true;
         this.counters.sleptWaits++;
-        this.counters.sleptMs += performance.now() - t0;
       }
     }
     const woke = performance.now();

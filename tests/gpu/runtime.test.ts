@@ -179,6 +179,30 @@ describe('gpu runtime', () => {
     gpu.destroy();
   });
 
+  it('counts the sleep of waits awaited together once (sleptMs is wall time)', async () => {
+    // The trainer reads the loss statistics and the gradient norm together after an update: both
+    // waits sleep for the same work, side by side.
+    const gpu = await Gpu.create({ sleepBeforeWait: true });
+    const n = gpu.report.kind === 'gpu' ? 4096 : 512;
+    const a = gpu.zeros([n, n]);
+    const work = () => {
+      let out = a;
+      for (let i = 0; i < 8; i++) out = matmul(gpu, a, a);
+      return out;
+    };
+    for (let i = 0; i < 5; i++) await gpu.read(work());
+    const [waits, ms] = [gpu.stats.sleptWaits, gpu.stats.sleptMs];
+    const x = work();
+    const y = matmul(gpu, x, a);
+    const t0 = performance.now();
+    await Promise.all([gpu.read(x), gpu.read(y)]);
+    const wall = performance.now() - t0;
+    expect(gpu.stats.sleptWaits - waits).toBe(2);
+    expect(gpu.stats.sleptMs - ms).toBeGreaterThan(0);
+    expect(gpu.stats.sleptMs - ms).toBeLessThanOrEqual(wall + 1);
+    gpu.destroy();
+  });
+
   it('rejects an unknown adapter choice with a clear message', async () => {
     await expect(Gpu.create({ adapter: 'tpu' as never })).rejects.toBeInstanceOf(WebGPUUnavailableError);
     await expect(Gpu.create({ adapter: 'tpu' as never })).rejects.toThrow(/auto, gpu, lavapipe, swiftshader/);
