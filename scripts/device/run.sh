@@ -12,11 +12,13 @@
 #   model    bench/model.ts (train step, decode at batch 1/8/32), bench/lora-step.ts (GRPO updates)
 #   grpo     two GRPO steps of the bundled qwen-tiny through the trainer CLI, seconds per phase
 #   rollout  bench/rollout.ts: one 32 x 8 rollout step of qwen-tiny, 1, 4, 8 and 16 decode steps per readback
-#   learn    the learning runs of docs/results.md: the 500-world SFT from the bundled model, then the
-#            RL runs of LEARN_RUNS from its last checkpoint side by side, then every last checkpoint on
-#            the held-out questions (learn.log, runs.tar.xz, ckpt-*.tar.xz: at most 8 files come back)
+#   learn    the learning runs of docs/results.md: the RL runs of LEARN_RUNS side by side from the
+#            bundled qwen-tiny (the 500-world warm start) or WARM_START, or from an SFT run first when
+#            SFT_CONFIG names one; then every last checkpoint on the held-out questions (learn.log,
+#            runs.tar.xz, ckpt-*.tar.xz: at most 8 files come back)
 # Env: DEADLINE_S (default 540): seconds after which no part starts and running ones are cut.
-#   learn: SFT_CONFIG, SFT_STEPS (306), SFT_MINUTES (3), WARM_START (a carried checkpoint: no SFT),
+#   learn: WARM_START (a checkpoint folder; default public/models/qwen-tiny), or SFT_CONFIG with
+#   SFT_MODEL (its start, default the config's model.path), SFT_STEPS (306), SFT_MINUTES (3);
 #   LEARN_RUNS (config names), EVAL_RESERVE_S (100: kept for the replay and the packing),
 #   LEARN_QUESTIONS (400: questions of the replay), LEARN_REPLAY (last, or all: every checkpoint).
 #   bash scripts/device/run.sh [part ...]
@@ -115,16 +117,16 @@ for part in "${parts[@]}"; do
     # deadline; the timeout behind it is only a backstop.
     runs=/tmp/runs
     rm -rf $runs /tmp/ckpt-*.tar && mkdir -p $runs
-    if [[ -n ${WARM_START:-} ]]; then
-      warm=$WARM_START # a checkpoint carried along (e.g. one an earlier call brought back): no SFT
+    if [[ -z ${SFT_CONFIG:-} ]]; then
+      warm=${WARM_START:-public/models/qwen-tiny} # the bundled warm start, or a carried checkpoint
     else
       run_part sft learn.log $((${SFT_MINUTES:-3} * 60 + 60)) node $js/scripts/train.js \
-        --config "${SFT_CONFIG:-configs/qwen-tiny-sft-pointer-worlds.json}" --out $runs/sft-pointer-worlds \
+        --config "$SFT_CONFIG" ${SFT_MODEL:+--model "$SFT_MODEL"} --out $runs/sft \
         --steps "${SFT_STEPS:-306}" --minutes "${SFT_MINUTES:-3}"
-      warm=$(ls -d $runs/sft-pointer-worlds/checkpoints/step-* 2>/dev/null | tail -n 1)
+      warm=$(ls -d $runs/sft/checkpoints/step-* 2>/dev/null | tail -n 1)
     fi
     if [[ -z $warm ]]; then
-      echo "== learn: no SFT checkpoint, no RL" | tee -a "$OUT/learn.log"
+      echo "== learn: the SFT left no checkpoint, no RL" | tee -a "$OUT/learn.log"
     else
       learn_runs=(${LEARN_RUNS:-grpo-worlds-filter grpo-worlds-filter-lr5e-5 grpo-pointer-worlds-fresh rloo-worlds reinforce-pp-worlds ppo-worlds grpo-worlds-fresh-no-loss-mask reinforce-pp-worlds-no-adv-mask})
       left=$((deadline - $(date +%s) - ${EVAL_RESERVE_S:-100}))
@@ -138,7 +140,7 @@ for part in "${parts[@]}"; do
       done
       wait
       echo "== learn: RL runs done, $(($(date +%s) - t0)) s" | tee -a "$OUT/learn.log"
-      for cfg in sft-pointer-worlds "${learn_runs[@]}"; do
+      for cfg in sft "${learn_runs[@]}"; do
         echo "--- $cfg: $(grep -c '"step"' "$runs/$cfg/metrics.jsonl" 2>/dev/null) metric lines" >>"$OUT/learn.log"
         tail -n 3 "$runs/$cfg.log" >>"$OUT/learn.log" 2>/dev/null
       done
@@ -148,7 +150,7 @@ for part in "${parts[@]}"; do
       t0=$(date +%s)
       # LEARN_REPLAY=all replays every checkpoint of a run (the curve), oldest last so that a cut
       # deadline loses the middle of a curve, not its end; the default replays the last one only.
-      for cfg in sft-pointer-worlds "${learn_runs[@]}"; do
+      for cfg in sft "${learn_runs[@]}"; do
         ckpts=$(ls -d "$runs/$cfg"/checkpoints/step-* 2>/dev/null | sort -r)
         [[ ${LEARN_REPLAY:-last} == all ]] || ckpts=$(head -n 1 <<<"$ckpts")
         for ckpt in $ckpts; do

@@ -172,17 +172,23 @@ describe('trainer', () => {
         c.reward.processWeight = 1; // search rewards: the micro turns are too short to answer
       }),
     );
+    // The selection is a real one only on a step with groups of both kinds: the first such step of a
+    // few is checked (which step that is depends on the bundled weights and the adapter's rounding).
     let seen: TrainingBatch | null = null;
-    const m = await t.trainStep({ onBatch: (b) => (seen = b) });
-    const trajectories = t.lastTrajectories;
-    const keep = groupsWithScoreSpread(
-      trajectories.map((tr) => episodeReward(tr, t.config.reward.processWeight)),
-      trajectories.map((tr) => tr.group),
-    );
-    const kept = trajectories.filter((_, i) => keep[i]);
-    // This seed's step has groups of both kinds, so the selection is a real one.
-    expect(kept.length).toBeGreaterThan(0);
-    expect(kept.length).toBeLessThan(trajectories.length);
+    let m: StepMetrics = {};
+    let trajectories = t.lastTrajectories;
+    let kept = trajectories;
+    for (let step = 1; ; step++) {
+      m = await t.trainStep({ onBatch: (b) => (seen = b) });
+      trajectories = t.lastTrajectories;
+      const keep = groupsWithScoreSpread(
+        trajectories.map((tr) => episodeReward(tr, t.config.reward.processWeight)),
+        trajectories.map((tr) => tr.group),
+      );
+      kept = trajectories.filter((_, i) => keep[i]);
+      if (kept.length > 0 && kept.length < trajectories.length) break;
+      expect(step, 'no step of 4 had groups of both kinds').toBeLessThan(4);
+    }
     const batch = seen as unknown as TrainingBatch;
     expect(batch.B).toBe(kept.length);
     expect([...batch.index]).toEqual(kept.map((tr) => tr.group));
