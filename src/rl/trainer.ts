@@ -482,6 +482,9 @@ export class Trainer {
       m > 0 || batch.policyMask[i] > 0 ? 1 : 0,
     );
     const refLogprob = this.referenceLogprobs(batch, trainMaskU32, ranges);
+    // GPU work is recorded lazily: without a wait here the reference's GPU time would be counted in the
+    // update, the next phase that reads back (time/reference_s read 0 s at every step).
+    await gpu.sync();
     lap('reference');
 
     // old values (PPO)
@@ -493,6 +496,7 @@ export class Trainer {
         const vf = critic.forward(sub.tokens);
         return { out: vf.values, release: () => vf.release() };
       });
+      await gpu.sync();
       lap('values');
     }
 

@@ -15,16 +15,18 @@ describe('scripts/device/run.sh', () => {
     expect(r.status, r.stderr).toBe(0);
   });
 
-  it("names committed, valid configs for the learn part's runs, the SFT and the replay", () => {
+  it("names committed, valid configs for the learn part's runs and the replay, and a bundled warm start", () => {
     const runs = text.match(/learn_runs=\(\$\{LEARN_RUNS:-([^}]+)\}\)/);
     expect(runs, 'the default LEARN_RUNS list').not.toBeNull();
     const names = runs![1].trim().split(/\s+/);
     expect(names.length).toBeGreaterThan(1);
-    const sft = text.match(/SFT_CONFIG:-(configs\/[\w.-]+\.json)/);
+    // Without SFT_CONFIG the runs start from WARM_START, by default a committed model folder.
+    const warm = text.match(/warm=\$\{WARM_START:-([\w./-]+)\}/);
+    expect(warm, 'the default WARM_START').not.toBeNull();
+    expect(JSON.parse(readFileSync(`${warm![1]}/config.json`, 'utf8')).model_type).toMatch(/^qwen[23]$/);
     const replay = text.match(/--config (configs\/[\w.-]+\.json) --evaluate-only/);
-    expect(sft).not.toBeNull();
     expect(replay).not.toBeNull();
-    const files = [...names.map((n) => `configs/${n}.json`), sft![1], replay![1]];
+    const files = [...names.map((n) => `configs/${n}.json`), replay![1]];
     for (const f of files) expect(() => parseConfigText(readFileSync(f, 'utf8'), f), f).not.toThrow();
     // Each RL run is named after its config, so its run folder and log say which one it was.
     for (const n of names) expect(JSON.parse(readFileSync(`configs/${n}.json`, 'utf8')).name).toBe(n);
