@@ -21,7 +21,7 @@ import { formatBytes } from '../src/gpu/errors.ts';
 import { tokenLogprob, tokenLogprobBackward } from '../src/gpu/kernels/logprob.ts';
 import { AdamW, gradNorm, readGradNorm } from '../src/gpu/kernels/optimizer.ts';
 import { policyLoss } from '../src/gpu/kernels/policy-loss.ts';
-import { Gpu } from '../src/gpu/runtime.ts';
+import { Gpu, type WaitMode } from '../src/gpu/runtime.ts';
 import type { Tensor } from '../src/gpu/tensor.ts';
 import { QWEN25_05B, randomWeights, shapeConfig, TINY } from './random-model.ts';
 
@@ -37,7 +37,7 @@ const { values: args } = parseArgs({
     reps: { type: 'string', default: '1' },
     decode: { type: 'string', default: '4' },
     'head-only': { type: 'boolean', default: false },
-    sleep: { type: 'string', default: '1' },
+    wait: { type: 'string', default: 'block' },
   },
 });
 const B = Number(args.rows);
@@ -49,9 +49,8 @@ const recompute = args.recompute !== '0';
 const shape = args.shape === 'tiny' ? TINY : QWEN25_05B;
 const N = B * T;
 
-// --sleep 0: wait for the GPU by spinning only (the runtime's default in Node sleeps first for most of
-// the predicted GPU time, src/gpu/runtime.ts).
-const gpu = await Gpu.create({ sleepBeforeWait: args.sleep !== '0' });
+// --wait await|block|sleep: how the runtime waits for the GPU (src/gpu/runtime.ts; 'block' is Node's default).
+const gpu = await Gpu.create({ waitMode: args.wait as WaitMode });
 const adapter = `${gpu.report.kind} — ${gpu.report.description || gpu.report.device}`;
 console.log(`adapter: ${adapter}`);
 const config = shapeConfig(shape);

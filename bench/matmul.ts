@@ -1,6 +1,6 @@
 // npm run bench:matmul — fp32 matmul GFLOP/s of our kernels vs tf.matMul (tfjs-backend-webgpu) on
-// the same adapter in the same run, and the cost of Dawn's busy-wait with and without the runtime's
-// sleep-before-wait. Speed is only compared as ratios within one run on one adapter.
+// the same adapter in the same run (how the runtime waits for the GPU: bench/wait.ts). Speed is only
+// compared as ratios within one run on one adapter.
 // Env: BENCH_SIZES="256,512,1024"; BENCH_MIN_MS (default 0): repeat each product back to back until
 // one timed run takes at least this long, so that on a fast GPU a run times the kernels rather than
 // one submit-and-wait round trip (a 1024³ product takes ~0.1 ms on an H100). Every variant's result
@@ -233,41 +233,6 @@ if (process.env.BENCH_DECODE === '1') {
   }
 }
 
-/** Median wall time of `reps` runs after one warm-up. */
-async function timeIt(run: () => Promise<void>, reps: number): Promise<number> {
-  await run();
-  const times: number[] = [];
-  for (let r = 0; r < reps; r++) {
-    const t0 = performance.now();
-    await run();
-    times.push(performance.now() - t0);
-  }
-  times.sort((x, y) => x - y);
-  return times[Math.floor(times.length / 2)];
-}
-
-// Dawn in Node busy-spins the JS thread while mapAsync is pending; on a 2-core machine that spin
-// competes with the CPU adapter's own threads. Compare many small step+readback rounds.
-async function readbackRounds(sleepBeforeWait: boolean): Promise<number> {
-  const g = await Gpu.create({ sleepBeforeWait });
-  const n = 384;
-  const ta = g.upload(rand(n * n), [n, n]);
-  const tb = g.upload(rand(n * n), [n, n]);
-  const ms = await timeIt(async () => {
-    for (let r = 0; r < 6; r++) {
-      const y = matmul(g, ta, tb);
-      await g.readF32(y);
-      y.release();
-    }
-  }, 3);
-  g.destroy();
-  return ms;
-}
-const spin = await readbackRounds(false);
-const slept = await readbackRounds(true);
-console.log(
-  `\nreadback wait, 6 rounds of 384³ matmul + readback: busy-wait ${spin.toFixed(0)} ms, sleep-then-wait ${slept.toFixed(0)} ms (${(spin / slept).toFixed(2)}× )`,
-);
 gpu.destroy();
 // tfjs-backend-webgpu keeps its own Dawn device and has no call to release it, so Node would
 // never exit on its own: end the process once the tables are printed.

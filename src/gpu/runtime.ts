@@ -13,14 +13,20 @@
 // not-yet-submitted commands, so every CPU write first flushes what is recorded. A released buffer
 // reused by a later dispatch is then always ordered after the work that used it before.
 //
-// Dawn in Node busy-spins the JS thread while a submit or mapAsync is pending, which on a CPU adapter
-// steals a core from the adapter itself. So in Node the runtime first sleeps for most of the
-// predicted GPU time (an estimate learned from previous waits) and only then starts waiting.
-// The rate is learned per size of wait (cost buckets a factor of 4 wide): a decode step's small,
-// memory-bound kernels run at a fraction of the rate of a training step's large matmuls, and one
-// rate for both made the first update after a rollout sleep 3x longer than the work (measured on
-// lavapipe: a Qwen2.5-0.5B-shaped LoRA update of 128 tokens took 102 s after decoding, 33 s without
-// sleeping). A wait of a size not seen yet does not sleep.
+// Dawn in Node busy-spins the JS thread while a submit or mapAsync is pending: its AsyncRunner
+// re-queues a setImmediate tick that polls the device for as long as any operation is in flight. On
+// a CPU adapter that spin steals a core from the adapter itself. So in Node a wait ('block', the
+// default there) blocks the JS thread (Atomics.wait: no CPU, no event loop) and lets one event-loop
+// turn run between blocks, in which Dawn's tick notices finished work: first until 80 % of the GPU
+// time predicted from earlier waits, then in slices of 1 % of the time waited so far (0.05 to 1 ms).
+// The earlier strategy, 'sleep', slept (setTimeout) through 85 % of the prediction and then spun.
+// Measured on lavapipe, 2 cores (bench/wait.ts, one run): 'block' is 1.3-1.8x faster than 'await'
+// on every workload but 1-ms rounds, and 1.03-1.3x faster than 'sleep' on qwen-tiny's decode and
+// train step and on long matmul chains. Rates are learned per size of wait (cost buckets a factor
+// of 4 wide), for the prediction and for the hang limit (waitLimitMs): a decode step's small
+// kernels run at a fraction of the rate of a training step's large matmuls, and one rate for both
+// made the first update after a rollout sleep 3x longer than the work. A wait of a size not seen
+// yet is not predicted.
 
 import {
   type AcquiredDevice,
@@ -55,8 +61,13 @@ export interface GpuOptions extends AcquireOptions {
    * longer (then WAIT_LIMIT_PREDICTIONS times that: a CPU adapter's update can take minutes).
    */
   timeoutMs?: number;
-  /** Sleep before waiting so Dawn's busy-wait does not steal a core. Default: on in Node. */
-  sleepBeforeWait?: boolean;
+  /**
+   * How a readback or sync waits for the GPU (see the header): 'await' the promise (Dawn in Node then
+   * spins the JS thread), 'block' the thread in slices between Dawn's ticks (Node only), or 'sleep'
+   * through most of a predicted time first. Default: AGENT_R1_WAIT in Node, else 'block' there and
+   * 'await' elsewhere.
+   */
+  waitMode?: WaitMode;
   /** Submit automatically after this many recorded dispatches. */
   maxDispatchesPerSubmit?: number;
 }
@@ -87,10 +98,10 @@ export interface GpuStats {
   submits: number;
   readbacks: number;
   kernels: number;
-  /** Waits that slept first (Node), and how many of those found the work done on waking. */
+  /** Waits that slept or blocked the JS thread, and ('sleep' mode) how many found the work done on waking. */
   sleptWaits: number;
   oversleptWaits: number;
-  /** Milliseconds during which at least one wait slept (concurrent sleeps count once: wall time). */
+  /** Milliseconds during which the JS thread slept or blocked in waits (wall time: concurrent waits count once). */
   sleptMs: number;
   /** The largest tensor (bytes asked for) acquired since resetLargestBuffer(): what one binding may need. */
   largestBuffer: number;
@@ -98,8 +109,15 @@ export interface GpuStats {
 
 type Workgroups = readonly [number, number?, number?];
 
+export type WaitMode = 'await' | 'block' | 'sleep';
+export const WAIT_MODES: readonly WaitMode[] = ['await', 'block', 'sleep'];
+
 const isNode = typeof process !== 'undefined' && !!process.versions?.node && typeof window === 'undefined';
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const nextTurn = () => new Promise<void>((r) => setImmediate(r));
+// Atomics.wait on a cell nobody notifies: a sleep that blocks the thread instead of yielding to the
+// event loop (where Dawn's tick would spin).
+let blockCell: Int32Array | null = null;
 
 /** Waits whose costs are within a factor of 4 share a learned rate. */
 function costBucket(cost: number): number {
@@ -133,7 +151,8 @@ export class Gpu {
   timeoutMs: number;
   /** The WebGPU entry object (navigator.gpu, or Dawn's in Node), e.g. for tfjs on the same adapter. */
   readonly api: GPU;
-  private readonly sleepBeforeWait: boolean;
+  /** See GpuOptions.waitMode; may be changed between waits (bench/wait.ts compares them on one device). */
+  waitMode: WaitMode;
   private readonly maxDispatchesPerSubmit: number;
 
   private lostError: DeviceLostError | null = null;
@@ -196,7 +215,19 @@ export class Gpu {
     this.hasSubgroups = this.device.features.has('subgroups');
     this.hasTimestamps = this.device.features.has('timestamp-query');
     this.timeoutMs = options.timeoutMs ?? 300_000;
-    this.sleepBeforeWait = options.sleepBeforeWait ?? isNode;
+    const fromEnv = isNode ? (process.env.AGENT_R1_WAIT as WaitMode | undefined) : undefined;
+    this.waitMode = options.waitMode ?? (fromEnv || (isNode ? 'block' : 'await'));
+    if (!WAIT_MODES.includes(this.waitMode)) {
+      const source = options.waitMode ? 'waitMode' : 'AGENT_R1_WAIT';
+      throw new Error(
+        `Gpu: ${source} must be one of ${WAIT_MODES.join(', ')}, got ${JSON.stringify(this.waitMode)}`,
+      );
+    }
+    if (this.waitMode !== 'await' && !isNode) {
+      throw new Error(
+        `Gpu: waitMode '${this.waitMode}' is for Node (Dawn's busy-wait); browsers wait with 'await'`,
+      );
+    }
     this.maxDispatchesPerSubmit = options.maxDispatchesPerSubmit ?? 512;
     this.lostPromise = this.device.lost.then((info) => {
       this.lostError = new DeviceLostError(info.reason ?? 'unknown', info.message);
@@ -573,13 +604,13 @@ export class Gpu {
     return Math.max(this.timeoutMs, (WAIT_LIMIT_PREDICTIONS * this.unsyncedCost) / rate);
   }
 
-  /** Sleeps for most of the predicted GPU time first (Node), then waits for `work`. */
+  /** Waits for `work` as waitMode says (see the header): await, block in slices, or sleep first. */
   private async waitFor<T>(work: () => Promise<T>, what: string): Promise<T> {
     const start = this.firstUnsyncedSubmit || performance.now();
     let slept = false;
     const bucket = costBucket(this.unsyncedCost);
     const rate = this.costPerMs.get(bucket);
-    if (this.sleepBeforeWait && this.unsyncedCost > 0 && rate !== undefined) {
+    if (this.waitMode === 'sleep' && this.unsyncedCost > 0 && rate !== undefined) {
       const remaining = (0.85 * this.unsyncedCost) / rate - (performance.now() - start);
       if (remaining > 2) {
         if (this.sleepers++ === 0) this.sleepersSince = performance.now();
@@ -599,10 +630,16 @@ export class Gpu {
       timer = setTimeout(() => reject(new GpuTimeoutError(what, limit)), limit);
     });
     try {
-      const result = await Promise.race([work(), this.lostPromise, timeout]);
+      const pending = Promise.race([work(), this.lostPromise, timeout]);
+      let result: T;
+      if (this.waitMode === 'block') {
+        const predictedMs = rate === undefined ? 0 : this.unsyncedCost / rate;
+        [result, slept] = await this.blockUntil(pending, start, predictedMs);
+      } else result = await pending;
       const now = performance.now();
       const elapsed = now - start;
-      if (slept && now - woke < 2) {
+      // 'block' sets `slept` only where its first, predicted block found the work done.
+      if (slept && (this.waitMode === 'block' || now - woke < 2)) {
         // The work was already done when we woke: `elapsed` is our own sleep, not the GPU's time, and
         // learning from it would confirm an underestimated rate forever. Halve the next sleep instead.
         this.costPerMs.set(bucket, 2 * rate!);
@@ -620,6 +657,42 @@ export class Gpu {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /**
+   * Waits for `pending` with the JS thread blocked (Atomics.wait) between event-loop turns: each turn
+   * runs Dawn's queued tick, which settles `pending` once the GPU is done. Where a rate for work of
+   * this size is learned, the first block lasts until 80 % of the predicted time; then slices of 1 % of
+   * the time since `startedAt` (the first unsynced submit), 0.05 to 1 ms, so a wait ends about 1 % late
+   * (Atomics.wait itself overshoots by about 0.1 ms on lavapipe's machine). `overslept`: the first
+   * block found the work done, so its time says nothing about the GPU's rate.
+   */
+  private async blockUntil<T>(
+    pending: Promise<T>,
+    startedAt: number,
+    predictedMs: number,
+  ): Promise<[result: T, overslept: boolean]> {
+    let settled = false;
+    const settle = () => {
+      settled = true;
+    };
+    pending.then(settle, settle);
+    blockCell ??= new Int32Array(new SharedArrayBuffer(4));
+    await nextTurn();
+    if (!settled) this.counters.sleptWaits++;
+    let first = 0.8 * predictedMs - (performance.now() - startedAt);
+    let overslept = false;
+    while (!settled) {
+      const long = first > 1;
+      const slice = long ? first : Math.min(1, Math.max(0.05, 0.01 * (performance.now() - startedAt)));
+      first = 0;
+      const t0 = performance.now();
+      Atomics.wait(blockCell, 0, 0, slice);
+      this.counters.sleptMs += performance.now() - t0;
+      await nextTurn();
+      overslept = long && settled;
+    }
+    return [await pending, overslept];
   }
 
   /** Submits recorded work and waits until the GPU has finished it; throws any pending GPU error. */

@@ -117,21 +117,55 @@ describe('gpu runtime', () => {
     await expect(gpu.sync()).rejects.toThrow(/device was lost/);
   });
 
-  it('gives up on GPU work that outlasts the timeout with GpuTimeoutError', async () => {
-    const gpu = await Gpu.create({ timeoutMs: 1, sleepBeforeWait: false });
-    // Eight products that outlast 1 ms: 512³ on a CPU adapter; an H100 needs 4096³ (~60 ms).
+  it.each(['await', 'block'] as const)(
+    'gives up on GPU work that outlasts the timeout with GpuTimeoutError (waitMode %s)',
+    async (waitMode) => {
+      const gpu = await Gpu.create({ timeoutMs: 1, waitMode });
+      // Eight products that outlast 1 ms: 512³ on a CPU adapter; an H100 needs 4096³ (~60 ms).
+      const n = gpu.report.kind === 'gpu' ? 4096 : 512;
+      const a = gpu.zeros([n, n]);
+      let out = a;
+      for (let i = 0; i < 8; i++) out = matmul(gpu, a, a);
+      await expect(gpu.read(out)).rejects.toBeInstanceOf(GpuTimeoutError);
+      gpu.destroy();
+    },
+  );
+
+  it("waits in Node by blocking the JS thread between Dawn's ticks ('block', the default)", async () => {
+    // Dawn's busy-wait spins the JS thread while work is pending; 'block' spends the wait in
+    // Atomics.wait slices instead, so most of a long wait's wall time is the thread blocked.
+    const gpu = await Gpu.create();
+    expect(gpu.waitMode).toBe('block');
     const n = gpu.report.kind === 'gpu' ? 4096 : 512;
-    const a = gpu.zeros([n, n]);
-    let out = a;
-    for (let i = 0; i < 8; i++) out = matmul(gpu, a, a);
-    await expect(gpu.read(out)).rejects.toBeInstanceOf(GpuTimeoutError);
+    const a = gpu.upload(new Float32Array(n * n).fill(1 / n), [n, n]);
+    const work = () => {
+      let out = a;
+      for (let i = 0; i < 8; i++) out = matmul(gpu, out, a);
+      return out;
+    };
+    await gpu.read(work()); // pipelines compiled
+    const [waits, ms] = [gpu.stats.sleptWaits, gpu.stats.sleptMs];
+    const t0 = performance.now();
+    const [x, y] = await Promise.all([gpu.readF32(work()), gpu.readF32(work())]); // two waits at once
+    const wall = performance.now() - t0;
+    expect(x[0]).toBeCloseTo(1 / n, 6);
+    expect(y[n * n - 1]).toBeCloseTo(1 / n, 6);
+    expect(gpu.stats.sleptWaits - waits).toBeGreaterThanOrEqual(1);
+    expect(gpu.stats.sleptMs - ms).toBeLessThanOrEqual(wall + 1); // wall time, never more
+    if (gpu.report.kind !== 'gpu') expect(gpu.stats.sleptMs - ms).toBeGreaterThan(0.5 * wall);
     gpu.destroy();
+  });
+
+  it('rejects an unknown wait mode with a clear message', async () => {
+    await expect(Gpu.create({ waitMode: 'poll' as never })).rejects.toThrow(
+      /waitMode must be one of await, block, sleep/,
+    );
   });
 
   it('lets a wait run to several times its predicted GPU time before calling it a hang', async () => {
     // A fixed limit failed a real run: an update of 256 episodes on lavapipe is minutes of GPU work
     // behind one readback. Once a rate is learned, the limit is WAIT_LIMIT_PREDICTIONS × the prediction.
-    const gpu = await Gpu.create({ sleepBeforeWait: false });
+    const gpu = await Gpu.create({ waitMode: 'await' });
     const n = gpu.report.kind === 'gpu' ? 4096 : 512;
     const a = gpu.zeros([n, n]);
     const record = (count: number) => {
@@ -159,7 +193,7 @@ describe('gpu runtime', () => {
     // Small waits (four 256³ matmuls) and large ones (eight 512³) may run at different rates on a CPU
     // adapter; a rate learned from one kind must not time the other (the first update after a rollout
     // overslept 3x before the rates were kept per size).
-    const gpu = await Gpu.create({ sleepBeforeWait: true });
+    const gpu = await Gpu.create({ waitMode: 'sleep' });
     // Waits are only learned from when they last > 20 ms and only slept before when > 2 ms are left:
     // a real GPU needs larger products for that (an H100 does eight 512³ matmuls in ~0.1 ms).
     const [sn, ln] = gpu.report.kind === 'gpu' ? [2048, 4096] : [256, 512];
@@ -182,7 +216,7 @@ describe('gpu runtime', () => {
   it('counts the sleep of waits awaited together once (sleptMs is wall time)', async () => {
     // The trainer reads the loss statistics and the gradient norm together after an update: both
     // waits sleep for the same work, side by side.
-    const gpu = await Gpu.create({ sleepBeforeWait: true });
+    const gpu = await Gpu.create({ waitMode: 'sleep' });
     const n = gpu.report.kind === 'gpu' ? 4096 : 512;
     const a = gpu.zeros([n, n]);
     const work = () => {
