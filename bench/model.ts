@@ -5,20 +5,24 @@
 //  - peak GPU memory (live tensors from the runtime's pool) of each,
 // for the bundled tiny config and a Qwen2.5-0.5B-shaped random model (BENCH_05B=0 skips it;
 // BENCH_05B_TRAIN="B,T" and BENCH_05B_DECODE_STEPS size it).
-import { packBatch, QwenGpuModel } from '../src/agent/model/qwen-gpu.ts';
+import { QwenGpuModel } from '../src/agent/model/qwen-gpu.ts';
 import { formatBytes } from '../src/gpu/errors.ts';
-import { AdamW } from '../src/gpu/kernels/optimizer.ts';
 import { Gpu } from '../src/gpu/runtime.ts';
-import { type ModelShape, median, QWEN25_05B, randomWeights, shapeConfig, TINY } from './random-model.ts';
+import {
+  benchIds,
+  benchTrainStep,
+  type ModelShape,
+  median,
+  QWEN25_05B,
+  randomWeights,
+  shapeConfig,
+  TINY,
+} from './random-model.ts';
 
 const gpu = await Gpu.create();
 const adapter = `${gpu.report.kind} — ${gpu.report.description || gpu.report.device}`;
 console.log(`adapter: ${adapter}`);
 const rows: string[] = [];
-
-function ids(n: number, seed: number, vocab: number): number[] {
-  return Array.from({ length: n }, (_, i) => (i * 2654435761 + seed * 97) % vocab);
-}
 
 async function bench(
   shape: ModelShape,
@@ -34,35 +38,12 @@ async function bench(
 
   // Train step: forward, backward, AdamW.
   const { trainB: B, trainT: T } = opts;
-  const batch = packBatch(
-    Array.from({ length: B }, (_, b) => ids(T, b, config.vocabSize)),
-    { padSide: 'right' },
-  );
   const N = B * T;
-  const targets = new Uint32Array(N);
-  const mask = new Uint32Array(N);
-  for (let i = 0; i < N; i++)
-    if ((i + 1) % T !== 0) {
-      targets[i] = batch.ids[i + 1];
-      mask[i] = 1;
-    }
-  const gLp = gpu.upload(
-    Float32Array.from(mask, (m) => (m ? -1 / N : 0)),
-    [N],
-  );
-  const opt = new AdamW(gpu, model.trainableParams(), { lr: 1e-4, maxGradNorm: 1 });
+  const step = benchTrainStep(gpu, model, B, T);
   gpu.resetPeakMemory();
-  const trainMs = await median(async () => {
-    model.zeroGrad();
-    const fwd = model.forward(batch, targets, mask);
-    model.backward(fwd, gLp);
-    opt.step(model.grads);
-    fwd.release();
-    await gpu.sync();
-  }, opts.reps);
+  const trainMs = await median(step.run, opts.reps);
   const trainPeak = gpu.stats.peakLiveBytes;
-  opt.release();
-  gLp.release();
+  step.release();
   for (const g of model.grads.values()) g.release();
   model.grads.clear();
   gpu.trimPool();
@@ -73,7 +54,7 @@ async function bench(
 
   // Decode with the KV cache.
   for (const b of opts.decodeBatches) {
-    const prompts = Array.from({ length: b }, (_, r) => ids(16, r + 11, config.vocabSize));
+    const prompts = Array.from({ length: b }, (_, r) => benchIds(16, r + 11, config.vocabSize));
     gpu.resetPeakMemory();
     const session = model.startSession(b, 16 + opts.decodeSteps + 2);
     session.append(prompts);
@@ -90,7 +71,7 @@ async function bench(
   }
 
   // KV cache at 256 tokens: one decode step vs recomputing the whole 256-token prefix.
-  const prompt = [ids(255, 5, config.vocabSize)];
+  const prompt = [benchIds(255, 5, config.vocabSize)];
   const session = model.startSession(1, 260);
   const prefillMs = await median(async () => {
     const s = model.startSession(1, 257);

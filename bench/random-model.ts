@@ -1,6 +1,9 @@
 // Random Qwen-architecture models of any shape for benchmarks (weights uniform ±0.02, norms 1).
 import { type ModelConfig, parseModelConfig } from '../src/agent/model/config.ts';
+import { packBatch, type QwenGpuModel } from '../src/agent/model/qwen-gpu.ts';
 import { expectedTensors } from '../src/agent/model/weights.ts';
+import { AdamW } from '../src/gpu/kernels/optimizer.ts';
+import type { Gpu } from '../src/gpu/runtime.ts';
 
 export interface ModelShape {
   name: string;
@@ -89,4 +92,48 @@ export async function median(run: () => Promise<void>, reps: number, warmup = 1)
   }
   times.sort((a, b) => a - b);
   return times[Math.floor(times.length / 2)];
+}
+
+/** Deterministic token ids for benchmarks (a hash of position and seed). */
+export function benchIds(n: number, seed: number, vocab: number): number[] {
+  return Array.from({ length: n }, (_, i) => (i * 2654435761 + seed * 97) % vocab);
+}
+
+/**
+ * A next-token training step on B rows of T benchmark ids: forward, backward, AdamW, then a sync.
+ * `run` does one step; `release` frees the optimizer state and the loss gradient.
+ */
+export function benchTrainStep(gpu: Gpu, model: QwenGpuModel, B: number, T: number, lr = 1e-4) {
+  const vocab = model.config.vocabSize;
+  const batch = packBatch(
+    Array.from({ length: B }, (_, b) => benchIds(T, b, vocab)),
+    { padSide: 'right' },
+  );
+  const N = B * T;
+  const targets = new Uint32Array(N);
+  const mask = new Uint32Array(N);
+  for (let i = 0; i < N; i++)
+    if ((i + 1) % T !== 0) {
+      targets[i] = batch.ids[i + 1];
+      mask[i] = 1;
+    }
+  const gLp = gpu.upload(
+    Float32Array.from(mask, (m) => (m ? -1 / N : 0)),
+    [N],
+  );
+  const opt = new AdamW(gpu, model.trainableParams(), { lr, maxGradNorm: 1 });
+  return {
+    run: async () => {
+      model.zeroGrad();
+      const fwd = model.forward(batch, targets, mask);
+      model.backward(fwd, gLp);
+      opt.step(model.grads);
+      fwd.release();
+      await gpu.sync();
+    },
+    release: () => {
+      opt.release();
+      gLp.release();
+    },
+  };
 }

@@ -8,12 +8,11 @@
 // turns for BENCH_REPS rounds after a warm-up each, and the table shows the median wall time and the
 // process's CPU time over the same runs (all threads: the adapter's workers too). Compare only as
 // ratios within one run on one adapter.
-import { packBatch, QwenGpuModel } from '../src/agent/model/qwen-gpu.ts';
+import { QwenGpuModel } from '../src/agent/model/qwen-gpu.ts';
 import { matmul } from '../src/gpu/kernels/matmul.ts';
-import { AdamW } from '../src/gpu/kernels/optimizer.ts';
 import { Gpu, WAIT_MODES, type WaitMode } from '../src/gpu/runtime.ts';
 import type { Tensor } from '../src/gpu/tensor.ts';
-import { type ModelShape, randomWeights, shapeConfig } from './random-model.ts';
+import { benchIds, benchTrainStep, type ModelShape, randomWeights, shapeConfig } from './random-model.ts';
 
 const reps = Number(process.env.BENCH_REPS ?? 3);
 const [trainB, trainT] = (process.env.BENCH_TRAIN ?? '16,256').split(',').map(Number);
@@ -40,8 +39,6 @@ function rand(n: number): Float32Array {
   for (let i = 0; i < n; i++) a[i] = Math.random() - 0.5;
   return a;
 }
-const ids = (n: number, seed: number, vocab: number) =>
-  Array.from({ length: n }, (_, i) => (i * 2654435761 + seed * 97) % vocab);
 
 interface Workload {
   name: string;
@@ -95,44 +92,12 @@ const config = shapeConfig(QWEN_TINY);
 const model = new QwenGpuModel(gpu, config, randomWeights(config, 3));
 const trainStep: Workload = {
   name: `qwen-tiny train step, ${trainB} × ${trainT} tokens`,
-  setup: () => {
-    const batch = packBatch(
-      Array.from({ length: trainB }, (_, b) => ids(trainT, b, config.vocabSize)),
-      { padSide: 'right' },
-    );
-    const N = trainB * trainT;
-    const targets = new Uint32Array(N);
-    const mask = new Uint32Array(N);
-    for (let i = 0; i < N; i++)
-      if ((i + 1) % trainT !== 0) {
-        targets[i] = batch.ids[i + 1];
-        mask[i] = 1;
-      }
-    const gLp = gpu.upload(
-      Float32Array.from(mask, (m) => (m ? -1 / N : 0)),
-      [N],
-    );
-    const opt = new AdamW(gpu, model.trainableParams(), { lr: 1e-6, maxGradNorm: 1 });
-    return {
-      run: async () => {
-        model.zeroGrad();
-        const fwd = model.forward(batch, targets, mask);
-        model.backward(fwd, gLp);
-        opt.step(model.grads);
-        fwd.release();
-        await gpu.sync();
-      },
-      release: () => {
-        opt.release();
-        gLp.release();
-      },
-    };
-  },
+  setup: () => benchTrainStep(gpu, model, trainB, trainT, 1e-6),
 };
 const decode: Workload = {
   name: `qwen-tiny decode, ${decodeRows} rows × ${decodeSteps} steps`,
   setup: () => {
-    const prompts = Array.from({ length: decodeRows }, (_, r) => ids(200, r + 11, config.vocabSize));
+    const prompts = Array.from({ length: decodeRows }, (_, r) => benchIds(200, r + 11, config.vocabSize));
     return {
       run: async () => {
         const session = model.startSession(decodeRows, 200 + decodeSteps + 2);

@@ -20,9 +20,9 @@
 // turn run between blocks, in which Dawn's tick notices finished work: first until 80 % of the GPU
 // time predicted from earlier waits, then in slices of 1 % of the time waited so far (0.05 to 1 ms).
 // The earlier strategy, 'sleep', slept (setTimeout) through 85 % of the prediction and then spun.
-// Measured on lavapipe, 2 cores (bench/wait.ts, one run): 'block' is 1.3-1.8x faster than 'await'
-// on every workload but 1-ms rounds, and 1.03-1.3x faster than 'sleep' on qwen-tiny's decode and
-// train step and on long matmul chains. Rates are learned per size of wait (cost buckets a factor
+// Measured on lavapipe, 2 cores (bench/wait.ts, three runs): 'block' is 1.3-1.8x faster than
+// 'await' on every workload but 1-ms rounds, 1.16-1.32x faster than 'sleep' on qwen-tiny's decode
+// and level with it on the train step (0.82-1.08x). Rates are learned per size of wait (cost buckets a factor
 // of 4 wide), for the prediction and for the hang limit (waitLimitMs): a decode step's small
 // kernels run at a fraction of the rate of a training step's large matmuls, and one rate for both
 // made the first update after a rollout sleep 3x longer than the work. A wait of a size not seen
