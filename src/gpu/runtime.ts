@@ -22,10 +22,10 @@
 // The earlier strategy, 'sleep', slept (setTimeout) through 85 % of the prediction and then spun.
 // Measured on lavapipe, 2 cores (bench/wait.ts, three runs): 'block' is 1.3-1.8x faster than
 // 'await' on every workload but 1-ms rounds, 1.16-1.32x faster than 'sleep' on qwen-tiny's decode
-// and level with it on the train step (0.82-1.08x). Rates are learned per size of wait (cost buckets a factor
-// of 4 wide), for the prediction and for the hang limit (waitLimitMs): a decode step's small
-// kernels run at a fraction of the rate of a training step's large matmuls, and one rate for both
-// made the first update after a rollout sleep 3x longer than the work. A wait of a size not seen
+// and level with it on the train step (0.82-1.08x). Rates are learned per size of wait (cost
+// buckets a factor of 4 wide), for the prediction and for the hang limit (waitLimitMs): a decode
+// step's small kernels run at a fraction of the rate of a training step's large matmuls, and one
+// rate for both made the first update after a rollout sleep 3x longer than the work. A wait of a size not seen
 // yet is not predicted.
 
 import {
