@@ -18,7 +18,11 @@
 //              the two splits measures what the policy memorised of its training world). Prints EM
 //              per question type and the most frequent answer's share too; --json also lists each
 //              question's id, type, EM, F1 and answer (npm run compare reads two such files).
-// Exit codes: 0 done, 2 bad command line or config (one line naming the problem), 1 a failure.
+// Ctrl-C (SIGINT) or SIGTERM during training stops the run after the step in flight: it evaluates and
+// saves a checkpoint as at the end of a run (so --resume continues from there, losing nothing), then
+// exits 130. A second Ctrl-C quits at once, losing the step in flight and anything not checkpointed.
+// Exit codes: 0 done, 2 bad command line or config (one line naming the problem), 1 a failure,
+// 130 stopped by a signal (after the checkpoint, or at once on the second).
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -192,7 +196,24 @@ function show(line = status()) {
   if (isTty) process.stdout.write(`\r\x1b[2K${line}`);
 }
 
+// A step cannot stop halfway (the optimizer's update and the RNG's position must match a checkpoint),
+// so the first signal only asks runTraining to stop before the next step.
+let stopSignal: NodeJS.Signals | null = null;
+const onSignal = (signal: NodeJS.Signals) => {
+  if (stopSignal !== null) {
+    console.error(`\ntrain: ${signal} again: quitting now; the last checkpoint is the one to --resume from`);
+    process.exit(130);
+  }
+  stopSignal = signal;
+  console.error(
+    `\ntrain: ${signal}: stopping when the step in flight ends (an evaluation and a checkpoint follow); press Ctrl-C again to quit at once`,
+  );
+};
+process.on('SIGINT', onSignal);
+process.on('SIGTERM', onSignal);
+
 await runTraining(trainer, storage, {
+  shouldStop: () => stopSignal !== null,
   onPhase(p) {
     phase = p;
     show();
@@ -220,7 +241,8 @@ if (values.export) {
   console.log(`train: wrote the policy to ${values.export}`);
 }
 console.log(
-  `train: done at step ${trainer.step} in ${((performance.now() - started) / 60000).toFixed(1)} min; metrics in ${join(outDir, METRICS_FILE)}`,
+  `train: ${stopSignal ? `stopped (${stopSignal})` : 'done'} at step ${trainer.step} in ${((performance.now() - started) / 60000).toFixed(1)} min; metrics in ${join(outDir, METRICS_FILE)}`,
 );
 trainer.release();
 gpu.destroy();
+if (stopSignal) process.exit(130);

@@ -1,0 +1,69 @@
+// `npm run train` stopped by Ctrl-C: the first SIGINT lets the step in flight finish, then the run
+// evaluates, saves a checkpoint and exits 130; --resume continues from that checkpoint. The config
+// is configs/micro.json with no periodic checkpoint, so the only checkpoint is the interrupt's.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+function train(args: string[], onLine?: (line: string, child: ReturnType<typeof spawn>) => void) {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', '--import', './scripts/wgsl-hooks.mjs', 'scripts/train.ts', ...args],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  const take = (chunk: Buffer) => {
+    const text = chunk.toString('utf8');
+    out += text;
+    for (const line of text.split('\n')) if (line) onLine?.(line, child);
+  };
+  child.stdout.on('data', take);
+  child.stderr.on('data', take);
+  return new Promise<{ code: number | null; out: string }>((resolve) =>
+    child.on('close', (code) => resolve({ code, out })),
+  );
+}
+
+describe('npm run train, interrupted', () => {
+  it('finishes the step in flight, checkpoints, exits 130, and resumes from there', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'train-interrupt-'));
+    const micro = JSON.parse(readFileSync('configs/micro.json', 'utf8'));
+    const config = join(dir, 'micro-interrupt.json');
+    writeFileSync(
+      config,
+      JSON.stringify({ ...micro, train: { ...micro.train, steps: 50, evalEvery: 0, checkpointEvery: 0 } }),
+    );
+    const out = join(dir, 'run');
+    let signalled = false;
+    const first = await train(['--config', config, '--out', out], (line, child) => {
+      // The progress line of step 1 (stdout is not a TTY, so each step prints one line).
+      if (!signalled && /^\[1\/50\]/.test(line)) {
+        signalled = true;
+        child.kill('SIGINT');
+      }
+    });
+    expect(signalled, first.out).toBe(true);
+    expect(first.code, first.out).toBe(130);
+    expect(first.out).toMatch(/train: SIGINT: stopping when the step in flight ends/);
+    const stopped = /train: stopped \(SIGINT\) at step (\d+)/.exec(first.out);
+    expect(stopped, first.out).not.toBeNull();
+    const step = Number(stopped![1]);
+    expect(step).toBeGreaterThanOrEqual(1);
+    expect(step).toBeLessThan(50);
+    expect(readdirSync(join(out, 'checkpoints'))).toEqual([`step-${String(step).padStart(6, '0')}`]);
+    const stepLines = readFileSync(join(out, 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+      .filter((m) => typeof m['reward/mean'] === 'number');
+    expect(stepLines.map((m) => m.step)).toEqual(Array.from({ length: step }, (_, i) => i + 1));
+
+    const second = await train(['--config', config, '--out', out, '--resume', '--steps', String(step + 1)]);
+    expect(second.code, second.out).toBe(0);
+    expect(second.out).toMatch(new RegExp(`train: resuming .* from step ${step}`));
+    expect(second.out).toMatch(new RegExp(`train: done at step ${step + 1}`));
+    expect(existsSync(join(out, 'checkpoints', `step-${String(step + 1).padStart(6, '0')}`))).toBe(true);
+  }, 400_000);
+});
