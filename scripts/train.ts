@@ -201,12 +201,13 @@ function show(line = status()) {
 let stopSignal: NodeJS.Signals | null = null;
 const onSignal = (signal: NodeJS.Signals) => {
   if (stopSignal !== null) {
+    // Exits without releasing the GPU or saving: the user asked twice; the process's end frees both.
     console.error(`\ntrain: ${signal} again: quitting now; the last checkpoint is the one to --resume from`);
     process.exit(130);
   }
   stopSignal = signal;
   console.error(
-    `\ntrain: ${signal}: stopping when the step in flight ends (an evaluation and a checkpoint follow); press Ctrl-C again to quit at once`,
+    `\ntrain: ${signal}: stopping when the step in flight ends (an evaluation and a checkpoint follow); send it again (Ctrl-C) to quit at once`,
   );
 };
 process.on('SIGINT', onSignal);

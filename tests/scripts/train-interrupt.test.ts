@@ -1,6 +1,7 @@
 // `npm run train` stopped by Ctrl-C: the first SIGINT lets the step in flight finish, then the run
 // evaluates, saves a checkpoint and exits 130; --resume continues from that checkpoint. The config
-// is configs/micro.json with no periodic checkpoint, so the only checkpoint is the interrupt's.
+// is configs/micro.json with no periodic checkpoint, so the only checkpoint is the interrupt's. A
+// second signal quits at once and saves nothing.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -65,5 +66,30 @@ describe('npm run train, interrupted', () => {
     expect(second.out).toMatch(new RegExp(`train: resuming .* from step ${step}`));
     expect(second.out).toMatch(new RegExp(`train: done at step ${step + 1}`));
     expect(existsSync(join(out, 'checkpoints', `step-${String(step + 1).padStart(6, '0')}`))).toBe(true);
+  }, 400_000);
+
+  it('quits at once on a second signal, saving nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'train-interrupt-twice-'));
+    const micro = JSON.parse(readFileSync('configs/micro.json', 'utf8'));
+    const config = join(dir, 'micro-interrupt.json');
+    writeFileSync(
+      config,
+      JSON.stringify({ ...micro, train: { ...micro.train, steps: 50, evalEvery: 0, checkpointEvery: 0 } }),
+    );
+    const out = join(dir, 'run');
+    let signalled = false;
+    const r = await train(['--config', config, '--out', out], (line, child) => {
+      // Two signals sent together merge into one pending signal: the second waits for the first's reply.
+      if (!signalled && /^\[1\/50\]/.test(line)) {
+        signalled = true;
+        child.kill('SIGINT');
+      }
+      if (/train: SIGINT: stopping when the step in flight ends/.test(line)) child.kill('SIGINT');
+    });
+    expect(signalled, r.out).toBe(true);
+    expect(r.code, r.out).toBe(130);
+    expect(r.out).toMatch(/train: SIGINT again: quitting now/);
+    expect(r.out).not.toMatch(/train: stopped \(SIGINT\)/);
+    expect(existsSync(join(out, 'checkpoints'))).toBe(false);
   }, 400_000);
 });
