@@ -89,8 +89,11 @@ export interface TrainConfig {
     lam: number;
     /**
      * DAPO's group filter without re-sampling (core-algos groupsWithScoreSpread): the update trains
-     * only the groups whose episode rewards differ; a step where none do makes no update. GRPO,
-     * Dr.GRPO and RLOO only, one mini-batch.
+     * only the groups whose episode rewards differ; a step where none do makes no update. Every
+     * estimator but PPO's, one mini-batch, G ≥ 2. For GRPO, Dr.GRPO and RLOO a dropped group's
+     * advantage would be 0 anyway; for REINFORCE++ and REINFORCE++-baseline the filter changes the
+     * batch that the baseline and the whitening see, as in verl's DAPO recipe, which filters before
+     * any estimator.
      */
     filterGroups: boolean;
   };
@@ -520,11 +523,19 @@ export function resolveConfig(raw: unknown): TrainConfig {
     );
   }
   if (c.algorithm.filterGroups) {
-    const filterable: AlgorithmName[] = ['grpo', 'drgrpo', 'rloo'];
+    const filterable: AlgorithmName[] = ['grpo', 'drgrpo', 'rloo', 'reinforce++', 'reinforce++-baseline'];
     if (!filterable.includes(c.algorithm.name))
       throw new ConfigError(
         'algorithm.filterGroups',
-        `works with ${filterable.join(', ')} (an equal-reward group's advantage is 0 there), not ${c.algorithm.name}`,
+        `works with ${filterable.join(', ')}, not ${c.algorithm.name}` +
+          (c.algorithm.name === 'ppo'
+            ? " (PPO's critic learns from every episode, equal-reward groups too)"
+            : ''),
+      );
+    if (c.rollout.samplesPerQuestion < 2)
+      throw new ConfigError(
+        'algorithm.filterGroups',
+        `needs rollout.samplesPerQuestion >= 2 (a group of one has no spread, so no step would train), got ${c.rollout.samplesPerQuestion}`,
       );
     if (c.reward.klInRewardCoef > 0)
       throw new ConfigError(

@@ -38,8 +38,12 @@ describe('train config', () => {
       [{ task: { trainWorldSeeds: [1.5] } }, '"task.trainWorldSeeds[0]" must be an integer'],
       [{ task: { trainSize: 2, trainWorldSeeds: [1, 2, 3] } }, 'has 3 worlds for task.trainSize 2'],
       [
-        { algorithm: { name: 'reinforce++', filterGroups: true } },
-        '"algorithm.filterGroups" works with grpo, drgrpo, rloo',
+        { algorithm: { name: 'ppo', filterGroups: true } },
+        '"algorithm.filterGroups" works with grpo, drgrpo, rloo, reinforce++, reinforce++-baseline, not ppo',
+      ],
+      [
+        { algorithm: { name: 'reinforce++', filterGroups: true }, rollout: { samplesPerQuestion: 1 } },
+        'needs rollout.samplesPerQuestion >= 2',
       ],
       [{ algorithm: { filterGroups: true }, actor: { miniBatches: 2 } }, 'needs actor.miniBatches 1'],
       [{ algorithm: { filterGroups: 1 } }, '"algorithm.filterGroups" must be'],

@@ -164,47 +164,51 @@ describe('trainer', () => {
     expect(m['actor/ppo_kl']).toBe(0);
   });
 
-  it('algorithm.filterGroups: the update trains exactly the groups whose rewards differ', async () => {
-    const t = await make(
-      microConfig((c) => {
-        c.algorithm.filterGroups = true;
-        c.rollout.questionsPerStep = 4;
-        c.reward.processWeight = 1; // search rewards: the micro turns are too short to answer
-      }),
-    );
-    // The selection is a real one only on a step with groups of both kinds: the first such step of a
-    // few is checked (which step that is depends on the bundled weights and the adapter's rounding).
-    let seen: TrainingBatch | null = null;
-    let m: StepMetrics = {};
-    let trajectories = t.lastTrajectories;
-    let kept = trajectories;
-    for (let step = 1; ; step++) {
-      m = await t.trainStep({ onBatch: (b) => (seen = b) });
-      trajectories = t.lastTrajectories;
-      const keep = groupsWithScoreSpread(
-        trajectories.map((tr) => episodeReward(tr, t.config.reward.processWeight)),
-        trajectories.map((tr) => tr.group),
+  it.each(['grpo', 'reinforce++'] as const)(
+    '%s with algorithm.filterGroups: the update trains exactly the groups whose rewards differ',
+    async (algorithm) => {
+      const t = await make(
+        microConfig((c) => {
+          c.algorithm.name = algorithm;
+          c.algorithm.filterGroups = true;
+          c.rollout.questionsPerStep = 4;
+          c.reward.processWeight = 1; // search rewards: the micro turns are too short to answer
+        }),
       );
-      kept = trajectories.filter((_, i) => keep[i]);
-      if (kept.length > 0 && kept.length < trajectories.length) break;
-      expect(step, 'no step of 4 had groups of both kinds').toBeLessThan(4);
-    }
-    const batch = seen as unknown as TrainingBatch;
-    expect(batch.B).toBe(kept.length);
-    expect([...batch.index]).toEqual(kept.map((tr) => tr.group));
-    kept.forEach((tr, b) => {
-      expect([...batch.tokens.ids.slice(b * batch.T, b * batch.T + tr.ids.length)]).toEqual(tr.ids);
-    });
-    expect(m['train/trained_groups']).toBe(new Set(kept.map((tr) => tr.group)).size / 4);
-    expect(m['train/trained_rows']).toBe(kept.length / trajectories.length);
-    expect(m['actor/pg_loss']).toBeTypeOf('number');
-    // Metrics of the rollout still cover every episode.
-    expect(m['reward/mean']).toBeCloseTo(
-      trajectories.reduce((s, tr) => s + episodeReward(tr, t.config.reward.processWeight), 0) /
-        trajectories.length,
-      12,
-    );
-  });
+      // The selection is a real one only on a step with groups of both kinds: the first such step of a
+      // few is checked (which step that is depends on the bundled weights and the adapter's rounding).
+      let seen: TrainingBatch | null = null;
+      let m: StepMetrics = {};
+      let trajectories = t.lastTrajectories;
+      let kept = trajectories;
+      for (let step = 1; ; step++) {
+        m = await t.trainStep({ onBatch: (b) => (seen = b) });
+        trajectories = t.lastTrajectories;
+        const keep = groupsWithScoreSpread(
+          trajectories.map((tr) => episodeReward(tr, t.config.reward.processWeight)),
+          trajectories.map((tr) => tr.group),
+        );
+        kept = trajectories.filter((_, i) => keep[i]);
+        if (kept.length > 0 && kept.length < trajectories.length) break;
+        expect(step, 'no step of 4 had groups of both kinds').toBeLessThan(4);
+      }
+      const batch = seen as unknown as TrainingBatch;
+      expect(batch.B).toBe(kept.length);
+      expect([...batch.index]).toEqual(kept.map((tr) => tr.group));
+      kept.forEach((tr, b) => {
+        expect([...batch.tokens.ids.slice(b * batch.T, b * batch.T + tr.ids.length)]).toEqual(tr.ids);
+      });
+      expect(m['train/trained_groups']).toBe(new Set(kept.map((tr) => tr.group)).size / 4);
+      expect(m['train/trained_rows']).toBe(kept.length / trajectories.length);
+      expect(m['actor/pg_loss']).toBeTypeOf('number');
+      // Metrics of the rollout still cover every episode.
+      expect(m['reward/mean']).toBeCloseTo(
+        trajectories.reduce((s, tr) => s + episodeReward(tr, t.config.reward.processWeight), 0) /
+          trajectories.length,
+        12,
+      );
+    },
+  );
 
   it('algorithm.filterGroups: a step where every group’s rewards are equal makes no update', async () => {
     // Format and answer weights 0: every episode's reward is −1, so no group has a spread.
