@@ -27,16 +27,21 @@ function train(args: string[], onLine?: (line: string, child: ReturnType<typeof 
   );
 }
 
+/** The micro config for 50 steps with no periodic eval or checkpoint, in a fresh temp folder. */
+function microRun(prefix: string): { config: string; out: string } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const micro = JSON.parse(readFileSync('configs/micro.json', 'utf8'));
+  const config = join(dir, 'micro-interrupt.json');
+  writeFileSync(
+    config,
+    JSON.stringify({ ...micro, train: { ...micro.train, steps: 50, evalEvery: 0, checkpointEvery: 0 } }),
+  );
+  return { config, out: join(dir, 'run') };
+}
+
 describe('npm run train, interrupted', () => {
   it('finishes the step in flight, checkpoints, exits 130, and resumes from there', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'train-interrupt-'));
-    const micro = JSON.parse(readFileSync('configs/micro.json', 'utf8'));
-    const config = join(dir, 'micro-interrupt.json');
-    writeFileSync(
-      config,
-      JSON.stringify({ ...micro, train: { ...micro.train, steps: 50, evalEvery: 0, checkpointEvery: 0 } }),
-    );
-    const out = join(dir, 'run');
+    const { config, out } = microRun('train-interrupt-');
     let signalled = false;
     const first = await train(['--config', config, '--out', out], (line, child) => {
       // The progress line of step 1 (stdout is not a TTY, so each step prints one line).
@@ -69,14 +74,7 @@ describe('npm run train, interrupted', () => {
   }, 400_000);
 
   it('quits at once on a second signal, saving nothing', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'train-interrupt-twice-'));
-    const micro = JSON.parse(readFileSync('configs/micro.json', 'utf8'));
-    const config = join(dir, 'micro-interrupt.json');
-    writeFileSync(
-      config,
-      JSON.stringify({ ...micro, train: { ...micro.train, steps: 50, evalEvery: 0, checkpointEvery: 0 } }),
-    );
-    const out = join(dir, 'run');
+    const { config, out } = microRun('train-interrupt-twice-');
     let signalled = false;
     const r = await train(['--config', config, '--out', out], (line, child) => {
       // Two signals sent together merge into one pending signal: the second waits for the first's reply.
