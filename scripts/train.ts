@@ -1,12 +1,13 @@
 // npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force]
-//                  [--steps N] [--minutes M] [--model DIR] [--export DIR] [--quiet]
+//                  [--steps N] [--minutes M] [--memory-budget MIB] [--model DIR] [--export DIR] [--quiet]
 // Trains in Node on Dawn (src/rl/trainer.ts through src/rl/run.ts, the code the browser lab runs).
 //   --out      the run folder (default runs/<config name>): config.json, metrics.jsonl, samples/,
 //              checkpoints/step-XXXXXX/ (HF layout + optimizer + trainer state)
 //   --resume   continue from the run folder's last checkpoint (weights, optimizer, step; every random
 //              draw derives from the seed and the step, so the metrics repeat an uninterrupted run)
 //   --force    start over in a folder that already holds a run
-//   --steps / --minutes override train.steps / train.maxMinutes
+//   --steps / --minutes / --memory-budget override train.steps / train.maxMinutes / train.memoryBudgetMiB
+//              (a run's share of a GPU that other runs use too: the planner splits the update to fit it)
 //   --model    start from this checkpoint folder instead of the config's model.path
 //   --export   also write the final policy as an HF checkpoint folder (e.g. public/models/qwen-tiny)
 //   --evaluate-only [--model DIR] [--json FILE] [--split test|train] [--questions N]
@@ -32,12 +33,12 @@ import { Gpu } from '../src/gpu/runtime.ts';
 import { ConfigError, parseConfigText } from '../src/rl/config.ts';
 import { describeMicroBatch } from '../src/rl/memory.ts';
 import { directoryStorage } from '../src/rl/node-storage.ts';
-import { METRICS_FILE, runTraining } from '../src/rl/run.ts';
+import { METRICS_FILE, runFailureMessage, runTraining } from '../src/rl/run.ts';
 import type { StepMetrics } from '../src/rl/trainer.ts';
 import { Trainer } from '../src/rl/trainer.ts';
 
 const USAGE =
-  'usage: npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force] [--steps N] [--minutes M] [--model DIR] [--export DIR] [--quiet]\n' +
+  'usage: npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force] [--steps N] [--minutes M] [--memory-budget MIB] [--model DIR] [--export DIR] [--quiet]\n' +
   '       npm run train -- --config configs/<name>.json --evaluate-only [--model DIR] [--json FILE] [--split test|train] [--questions N]';
 
 function fail(message: string): never {
@@ -55,6 +56,7 @@ function parse() {
       force: { type: 'boolean', default: false },
       steps: { type: 'string' },
       minutes: { type: 'string' },
+      'memory-budget': { type: 'string' },
       export: { type: 'string' },
       quiet: { type: 'boolean', default: false },
       'evaluate-only': { type: 'boolean', default: false },
@@ -93,6 +95,12 @@ try {
     const m = Number(values.minutes);
     if (!(m >= 0)) fail(`--minutes must be a number >= 0, got ${values.minutes}`);
     config.train.maxMinutes = m;
+  }
+  const budget = values['memory-budget'];
+  if (budget !== undefined) {
+    const mib = Number(budget);
+    if (!(mib >= 0)) fail(`--memory-budget must be a number of MiB >= 0, got ${budget}`);
+    config.train.memoryBudgetMiB = mib;
   }
 } catch (e) {
   if (e instanceof ConfigError) fail(e.message);
@@ -213,27 +221,34 @@ const onSignal = (signal: NodeJS.Signals) => {
 process.on('SIGINT', onSignal);
 process.on('SIGTERM', onSignal);
 
-await runTraining(trainer, storage, {
-  shouldStop: () => stopSignal !== null,
-  onPhase(p) {
-    phase = p;
-    show();
-  },
-  onMetrics(m: StepMetrics) {
-    if (typeof m['time/step_s'] === 'number') stepTimes.push(m['time/step_s']);
-    if (typeof m['reward/mean'] === 'number')
-      lastReward = ` · reward ${(m['reward/mean'] as number).toFixed(3)}`;
-    if (typeof m['sft/loss'] === 'number') lastReward = ` · loss ${(m['sft/loss'] as number).toFixed(3)}`;
-    if (typeof m['eval/em'] === 'number') lastEval = ` · eval EM ${(m['eval/em'] as number).toFixed(3)}`;
-    if (!values.quiet) {
-      if (isTty) process.stdout.write('\r\x1b[2K');
-      console.log(status());
-    }
-  },
-  onMessage(t) {
-    console.log(`\ntrain: ${t}`);
-  },
-});
+try {
+  await runTraining(trainer, storage, {
+    shouldStop: () => stopSignal !== null,
+    onPhase(p) {
+      phase = p;
+      show();
+    },
+    onMetrics(m: StepMetrics) {
+      if (typeof m['time/step_s'] === 'number') stepTimes.push(m['time/step_s']);
+      if (typeof m['reward/mean'] === 'number')
+        lastReward = ` · reward ${(m['reward/mean'] as number).toFixed(3)}`;
+      if (typeof m['sft/loss'] === 'number') lastReward = ` · loss ${(m['sft/loss'] as number).toFixed(3)}`;
+      if (typeof m['eval/em'] === 'number') lastEval = ` · eval EM ${(m['eval/em'] as number).toFixed(3)}`;
+      if (!values.quiet) {
+        if (isTty) process.stdout.write('\r\x1b[2K');
+        console.log(status());
+      }
+    },
+    onMessage(t) {
+      console.log(`\ntrain: ${t}`);
+    },
+  });
+} catch (e) {
+  if (isTty) process.stdout.write('\n');
+  const last = (await trainer.checkpointSteps().catch(() => [] as number[])).at(-1);
+  console.error(`train: ${runFailureMessage(e, trainer.step, last)}`);
+  process.exit(1);
+}
 if (isTty) process.stdout.write('\n');
 
 if (values.export) {

@@ -14,7 +14,8 @@
 #   rollout  bench/rollout.ts: one 32 x 8 rollout step of qwen-tiny, 1, 4, 8 and 16 decode steps per readback
 #   learn    the learning runs of docs/results.md: the RL runs of LEARN_RUNS side by side from the
 #            bundled qwen-tiny (the 500-world warm start) or WARM_START, or from an SFT run first when
-#            SFT_CONFIG names one; then every last checkpoint on the held-out questions (learn.log,
+#            SFT_CONFIG names one, each with an equal share of the GPU's memory; then every last
+#            checkpoint on the held-out questions (learn.log,
 #            runs.tar.xz, ckpt-*.tar.xz: at most 8 files come back)
 # Env: DEADLINE_S (default 540): seconds after which no part starts and running ones are cut.
 #   learn: WARM_START (a checkpoint folder; default public/models/qwen-tiny), or SFT_CONFIG with
@@ -128,15 +129,21 @@ for part in "${parts[@]}"; do
     if [[ -z $warm ]]; then
       echo "== learn: the SFT left no checkpoint, no RL" | tee -a "$OUT/learn.log"
     else
-      learn_runs=(${LEARN_RUNS:-grpo-worlds-filter grpo-worlds-filter-lr5e-5 grpo-pointer-worlds-fresh rloo-worlds reinforce-pp-worlds ppo-worlds grpo-worlds-fresh-no-loss-mask reinforce-pp-worlds-no-adv-mask})
+      learn_runs=(${LEARN_RUNS:-reinforce-pp-worlds-32x8-filter-seed2 rloo-worlds-filter-32x8 grpo-worlds-filter-32x8-seed2 ppo-worlds-32x8-lam1 ppo-worlds-32x8 ppo-worlds-32x8-no-adv-mask})
+      # The runs share one GPU, and each process's memory planner sees the whole of it: each gets an
+      # equal share of 85 % of the GPU's memory (--memory-budget), so an update that would not fit
+      # beside the others is split into micro-batches instead of failing.
+      share=""
+      gpu_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1)
+      [[ $gpu_mib =~ ^[0-9]+$ ]] && share=$((gpu_mib * 85 / 100 / ${#learn_runs[@]}))
       left=$((deadline - $(date +%s) - ${EVAL_RESERVE_S:-100}))
       # 45 s for the step under way when the budget runs out and the run's last evaluation.
       minutes=$(awk "BEGIN { m = ($left - 45) / 60; print (m > 0.05 ? m : 0.05) }")
-      echo "== learn: ${#learn_runs[@]} runs from $warm, --minutes $minutes (limit ${left}s)" | tee -a "$OUT/learn.log"
+      echo "== learn: ${#learn_runs[@]} runs from $warm, --minutes $minutes, ${share:-no} MiB each (limit ${left}s)" | tee -a "$OUT/learn.log"
       t0=$(date +%s)
       for cfg in "${learn_runs[@]}"; do
         timeout -k 5 "$left" node $js/scripts/train.js --config "configs/$cfg.json" --model "$warm" \
-          --out "$runs/$cfg" --minutes "$minutes" 2>&1 | grep -v '^Warning: maxDynamic' >"$runs/$cfg.log" &
+          --out "$runs/$cfg" --minutes "$minutes" ${share:+--memory-budget "$share"} 2>&1 | grep -v '^Warning: maxDynamic' >"$runs/$cfg.log" &
       done
       wait
       echo "== learn: RL runs done, $(($(date +%s) - t0)) s" | tee -a "$OUT/learn.log"

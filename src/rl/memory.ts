@@ -5,7 +5,7 @@ import type { ModelConfig } from '../agent/model/config.ts';
 import { type MemoryPlan, planTrainingMemory } from '../agent/model/memory-plan.ts';
 import type { TrainConfig } from './config.ts';
 
-const MiB = 1024 * 1024;
+export const MiB = 1024 * 1024;
 
 /** Episodes (rows) of a step: the rollout's questions × samples, or an SFT batch. */
 export function stepRows(config: TrainConfig): number {

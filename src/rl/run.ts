@@ -9,6 +9,7 @@
 // On resume, metrics.jsonl is cut back to the restored step, so the file of a resumed run equals that
 // of an uninterrupted one (timing fields aside).
 
+import { GpuOutOfMemoryError } from '../gpu/errors.ts';
 import { type Trajectory, trajectoryToJSON } from './rollout.ts';
 import { type RunStorage, readText } from './storage.ts';
 import type { StepMetrics, Trainer, TrainerHooks } from './trainer.ts';
@@ -127,4 +128,29 @@ export async function runTraining(
   hooks.onPhase?.('checkpoint', trainer.step);
   const steps = await trainer.checkpointSteps();
   if (steps.at(-1) !== trainer.step) await trainer.saveCheckpoint();
+}
+
+/**
+ * What a person reads when a run stops on an error in the middle of training: the last step done,
+ * what to change, and where --resume starts. The failed step left nothing behind: its weights and
+ * optimizer state may be half-updated, so nothing is saved from them, and --resume cuts
+ * metrics.jsonl back to the last checkpoint.
+ */
+export function runFailureMessage(error: unknown, step: number, lastCheckpoint: number | undefined): string {
+  const what = error instanceof Error ? error.message : String(error);
+  const lines = [`the run failed after step ${step}: ${what}`];
+  if (error instanceof GpuOutOfMemoryError) {
+    lines.push(
+      'The GPU ran out of memory. Other programs on the same GPU (other training runs too) hold memory ' +
+        "the memory planner does not see: set train.memoryBudgetMiB to this run's share of the GPU " +
+        '(the planner then splits the update into micro-batches), or lower train.microBatchRows, ' +
+        'rollout.questionsPerStep × rollout.samplesPerQuestion or rollout.maxTotalTokens.',
+    );
+  }
+  lines.push(
+    lastCheckpoint === undefined
+      ? 'No checkpoint was saved yet: the run starts over (--force).'
+      : `The last checkpoint is step ${lastCheckpoint}: --resume continues from it.`,
+  );
+  return lines.join('\n');
 }

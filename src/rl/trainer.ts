@@ -67,7 +67,7 @@ import { buildTrainingBatch, sliceRows, type TrainableEpisode, type TrainingBatc
 import type { TrainConfig } from './config.ts';
 import { groupsWithScoreSpread } from './core-algos.ts';
 import { ValueModel } from './critic.ts';
-import { describeMicroBatch, type MicroBatchChoice, pickMicroBatchRows } from './memory.ts';
+import { describeMicroBatch, MiB, type MicroBatchChoice, pickMicroBatchRows } from './memory.ts';
 import { type RolloutEvent, runRollouts, type Trajectory } from './rollout.ts';
 import {
   buildSftTraces,
@@ -407,7 +407,17 @@ export class Trainer {
 
   /** One training step (RL or SFT by the config's algorithm); returns its metrics line. */
   async trainStep(hooks: TrainerHooks = {}): Promise<StepMetrics> {
-    return this.config.algorithm.name === 'sft' ? this.sftStep(hooks) : this.rlStep(hooks);
+    this.gpu.resetPeakMemory();
+    const metrics = await (this.config.algorithm.name === 'sft' ? this.sftStep(hooks) : this.rlStep(hooks));
+    // GPU memory: the step's peak of live tensors; then the pool gives back the buffers this step did
+    // not need (sizes of earlier steps and evaluations), and what the process still holds (live
+    // tensors plus the pool's free buffers).
+    const stats = this.gpu.stats;
+    metrics['perf/gpu_peak_live_mib'] = stats.peakLiveBytes / MiB;
+    metrics['perf/gpu_pool_trimmed_mib'] = this.gpu.trimPoolToRecentUse() / MiB;
+    const held = this.gpu.stats;
+    metrics['perf/gpu_held_mib'] = (held.liveBytes + held.pooledBytes) / MiB;
+    return metrics;
   }
 
   // ------------------------------------------------------------------------------------ RL

@@ -46,6 +46,48 @@ describe('gpu runtime', () => {
     expect(() => a.buffer).toThrow(/used after release/);
   });
 
+  it('trims the pool to the buffers used at once since the last trim, even under recorded work', async () => {
+    const gpu = await getTestGpu();
+    const A = 300_007; // floats; three distinct pool buckets
+    const B = 170_003;
+    const C = 340_000;
+    const sizeA = poolBucketSize(A * 4);
+    const sizeB = poolBucketSize(B * 4);
+    const sizeC = poolBucketSize(C * 4);
+    expect(new Set([sizeA, sizeB, sizeC]).size).toBe(3);
+    const fill = (n: number, v: number) => gpu.upload(new Float32Array(n).fill(v), [n]);
+    gpu.trimPoolToRecentUse();
+    gpu.trimPoolToRecentUse(); // a window that used nothing: the pool is empty now
+    expect(gpu.stats.pooledBytes).toBe(0);
+    const live = gpu.stats.liveBytes;
+    const threeA = [fill(A, 1), fill(A, 2), fill(A, 3)];
+    const twoB = [fill(B, 1), fill(B, 2)];
+    for (const t of [...threeA, ...twoB]) t.release();
+    // Everything freed was in use at once in this window: kept.
+    expect(gpu.trimPoolToRecentUse()).toBe(0);
+    expect(gpu.stats.pooledBytes).toBe(3 * sizeA + 2 * sizeB);
+    // A window that uses one A (and a C): two As and both Bs go.
+    const x = fill(A, 4);
+    const c = gpu.empty([C]);
+    gpu.copy(x, c, A * 4); // recorded, not submitted
+    x.release(); // x's buffer is the first the trim destroys (the pool hands out the last released)
+    expect(gpu.trimPoolToRecentUse()).toBe(2 * sizeA + 2 * sizeB);
+    expect(gpu.stats.pooledBytes).toBe(sizeA);
+    expect(gpu.stats.liveBytes).toBe(live + sizeC);
+    // The recorded copy ran before its source was destroyed.
+    expect(Array.from((await gpu.readF32(c)).subarray(0, A)).every((v) => v === 4)).toBe(true);
+    c.release();
+    // A tensor alive across a trim stays usable; the next window frees what it no longer uses.
+    const y = fill(A, 5);
+    gpu.trimPoolToRecentUse();
+    expect(Array.from(await gpu.readF32(y)).every((v) => v === 5)).toBe(true);
+    y.release();
+    gpu.trimPoolToRecentUse();
+    gpu.trimPoolToRecentUse();
+    expect(gpu.stats.pooledBytes).toBe(0);
+    expect(gpu.stats.liveBytes).toBe(live);
+  });
+
   it('zero-fills and copies in order with dispatches', async () => {
     const gpu = await getTestGpu();
     const src = gpu.upload(new Float32Array([1, 2, 3, 4]), [4]);

@@ -493,6 +493,14 @@ describe('trainer', () => {
     expect(parsed).toEqual(lines);
     expect(parsed.filter((l) => 'reward/mean' in l).map((l) => l.step)).toEqual([1, 2]);
     expect(parsed.filter((l) => 'eval/em' in l).map((l) => l.step)).toEqual([0, 1, 2]);
+    // GPU memory per step: the pool keeps no more than the buffers the step (and the evaluation
+    // before it) had in use at once, which covers the step's peak of live tensors.
+    for (const line of parsed.filter((l) => 'reward/mean' in l)) {
+      const peak = line['perf/gpu_peak_live_mib'] as number;
+      expect(peak).toBeGreaterThan(0);
+      expect(line['perf/gpu_held_mib']).toBeGreaterThanOrEqual(peak);
+      expect(line['perf/gpu_pool_trimmed_mib']).toBeGreaterThanOrEqual(0);
+    }
     // Each evaluation line breaks EM down by question type and gives the most frequent answer's share.
     for (const line of parsed.filter((l) => 'eval/em' in l)) {
       const typeKeys = Object.keys(line).filter((k) => k.startsWith('eval/em/'));

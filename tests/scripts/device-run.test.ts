@@ -31,4 +31,12 @@ describe('scripts/device/run.sh', () => {
     // Each RL run is named after its config, so its run folder and log say which one it was.
     for (const n of names) expect(JSON.parse(readFileSync(`configs/${n}.json`, 'utf8')).name).toBe(n);
   });
+
+  it('gives each of the runs sharing the GPU a memory budget', () => {
+    // Six runs without one ran out of memory on an H100 (twenty-fifth session).
+    expect(text).toMatch(/share=\$\(\(gpu_mib \* 85 \/ 100 \/ \$\{#learn_runs\[@\]\}\)\)/);
+    expect(text).toMatch(
+      /scripts\/train\.js --config "configs\/\$cfg\.json"[^\n]*\\\n[^\n]*\$\{share:\+--memory-budget "\$share"\}/,
+    );
+  });
 });

@@ -1,9 +1,10 @@
 // `npm run train` stopped by Ctrl-C: the first SIGINT lets the step in flight finish, then the run
 // evaluates, saves a checkpoint and exits 130; --resume continues from that checkpoint. The config
 // is configs/micro.json with no periodic checkpoint, so the only checkpoint is the interrupt's. A
-// second signal quits at once and saves nothing.
+// second signal quits at once and saves nothing. An error mid-run ends it with a message naming
+// the last checkpoint (exit 1), not an uncaught exception.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -89,5 +90,23 @@ describe('npm run train, interrupted', () => {
     expect(r.out).toMatch(/train: SIGINT again: quitting now/);
     expect(r.out).not.toMatch(/train: stopped \(SIGINT\)/);
     expect(existsSync(join(out, 'checkpoints'))).toBe(false);
+  }, 400_000);
+
+  it('stops on an error in the middle of a run with a message, not a crash', async () => {
+    const { config, out } = microRun('train-fails-');
+    let broken = false;
+    const r = await train(['--config', config, '--out', out], (line) => {
+      // After step 1 the run folder becomes a plain file: the next write of the run fails.
+      if (!broken && /^\[1\/50\]/.test(line)) {
+        broken = true;
+        rmSync(out, { recursive: true, force: true });
+        writeFileSync(out, 'not a folder');
+      }
+    });
+    expect(broken, r.out).toBe(true);
+    expect(r.code, r.out).toBe(1);
+    expect(r.out).toMatch(/train: the run failed after step \d+: .*(ENOTDIR|EEXIST|ENOENT)/);
+    expect(r.out).toMatch(/No checkpoint was saved yet: the run starts over \(--force\)/);
+    expect(r.out).not.toMatch(/Node\.js v\d/); // no uncaught exception
   }, 400_000);
 });
