@@ -196,7 +196,12 @@ export function renderMetricsSvg(runs: readonly MetricsRun[], options: PlotOptio
   };
   smoothEma([], o.smooth); // validates the weight
   const margin = { left: 64, right: 20, top: 30, bottom: 44 };
-  const legendRows = Math.ceil(runs.length / 3);
+  // Legend: up to three columns, fewer when the longest run name (at about 7 px a character at this
+  // font size) would run into the next column.
+  const legendWidth = o.width - margin.left;
+  const entryWidth = 28 + 7 * Math.max(0, ...runs.map((r) => r.name.length)) + 16;
+  const legendColumns = Math.max(1, Math.min(3, Math.floor(legendWidth / entryWidth)));
+  const legendRows = Math.ceil(runs.length / legendColumns);
   const header = (o.title ? 28 : 8) + legendRows * 18 + 6;
   const height = header + o.keys.length * o.panelHeight;
   const parts: string[] = [
@@ -211,8 +216,8 @@ export function renderMetricsSvg(runs: readonly MetricsRun[], options: PlotOptio
       `<text x="${o.width / 2}" y="20" text-anchor="middle" font-size="15" font-weight="bold">${escapeXml(o.title)}</text>`,
     );
   runs.forEach((run, i) => {
-    const lx = margin.left + (i % 3) * ((o.width - margin.left) / 3);
-    const ly = (o.title ? 28 : 8) + Math.floor(i / 3) * 18 + 9;
+    const lx = margin.left + (i % legendColumns) * (legendWidth / legendColumns);
+    const ly = (o.title ? 28 : 8) + Math.floor(i / legendColumns) * 18 + 9;
     const color = COLORS[i % COLORS.length];
     parts.push(
       `<g class="legend"><line x1="${lx}" y1="${ly}" x2="${lx + 22}" y2="${ly}" stroke="${color}" stroke-width="2.5"/>` +

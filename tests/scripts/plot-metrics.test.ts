@@ -240,4 +240,26 @@ describe('plot-metrics helpers', () => {
     expect(svg).not.toMatch(/NaN|Infinity/);
     expect(svg).toContain('<circle');
   });
+
+  it('lays the legend out in fewer columns when run names are long, so labels do not overlap', () => {
+    const legend = (names: string[]) => {
+      const svg = renderMetricsSvg(
+        names.map((name) => ({ name, file: 'f', rows: [{ step: 1, em: 0.5 }] })),
+        { keys: ['em'] },
+      );
+      return [...svg.matchAll(/<g class="legend"><line x1="([\d.]+)" y1="([\d.]+)"/g)].map((m) => [
+        Number(m[1]),
+        Number(m[2]),
+      ]);
+    };
+    const short = legend(['a', 'b', 'c', 'd']);
+    expect(new Set(short.map(([, y]) => y)).size).toBe(2); // three columns, two rows
+    const longName = 'reinforce-pp-worlds-32x8-filter-no-loss-mask'; // 44 characters
+    const long = legend(['x', longName, 'y', 'z']);
+    for (let i = 0; i < long.length; i++)
+      for (let j = i + 1; j < long.length; j++)
+        if (long[i][1] === long[j][1])
+          expect(Math.abs(long[j][0] - long[i][0])).toBeGreaterThanOrEqual(28 + 7 * 44);
+    expect(new Set(long.map(([, y]) => y)).size).toBeGreaterThan(2);
+  });
 });
