@@ -343,7 +343,7 @@ export class Gpu {
    * keeps as many buffers (in use and free) as were in use at once since then. Called between
    * training steps, it bounds what the pool holds by one step's use; without it, every size a step
    * once needed (KV caches and packed rows vary from step to step) stays allocated for the run: a
-   * 4 × 4 GRPO run held 4 to 7 times its peak of live tensors after six steps, and six 32 × 8 runs
+   * 4 × 4 REINFORCE++ run held 3 to 6 times its peak of live tensors over six steps, and six 32 × 8 runs
    * sharing an 80 GB GPU ran out of memory. Returns the bytes freed.
    */
   trimPoolToRecentUse(): number {

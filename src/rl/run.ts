@@ -142,7 +142,7 @@ export function runFailureMessage(error: unknown, step: number, lastCheckpoint: 
   if (error instanceof GpuOutOfMemoryError) {
     lines.push(
       'The GPU ran out of memory. Other programs on the same GPU (other training runs too) hold memory ' +
-        "the memory planner does not see: set train.memoryBudgetMiB to this run's share of the GPU " +
+        "the memory planner does not see: set train.memoryBudgetMiB (--memory-budget) to this run's share of the GPU " +
         '(the planner then splits the update into micro-batches), or lower train.microBatchRows, ' +
         'rollout.questionsPerStep × rollout.samplesPerQuestion or rollout.maxTotalTokens.',
     );

@@ -20,7 +20,7 @@ describe('runFailureMessage', () => {
       /^the run failed after step 1: GPU out of memory: allocating 56\.0 MiB for "linear\.y"\n/,
     );
     expect(m).toMatch(/Other programs on the same GPU/);
-    expect(m).toMatch(/train\.memoryBudgetMiB/);
+    expect(m).toMatch(/train\.memoryBudgetMiB \(--memory-budget\)/);
     expect(m).toMatch(/train\.microBatchRows/);
   });
 });
