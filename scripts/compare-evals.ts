@@ -1,12 +1,16 @@
 // npm run -s compare -- BASE.json OTHER.json [MORE.json ...]
+// npm run -s compare -- --pairs BASE1.json OTHER1.json [BASE2.json OTHER2.json ...]
 // Compares checkpoints evaluated on the same questions (`npm run train -- --evaluate-only --json F`,
 // which lists each question's id, type, EM and F1): for each file after the first, its EM against the
 // first's, the difference with its paired standard error, the questions only it / only the base gets
 // right, and the exact sign test's p (src/rl/paired-eval.ts); then the same difference per question
 // type. Prints a markdown table. docs/results.md quotes it where two runs' EM are compared.
+// With --pairs, the files are pairs of one ablation (say with and without a mask, one pair per seed):
+// each pair's row, then the pairs pooled question by question (the checkpoints' noise) and pair by
+// pair (Student's t over the pairs' differences, which counts the seeds' spread; src/rl/paired-eval.ts).
 // Bad input (a missing file, no per-question list, different questions) is one line and exit 2.
 import { readFileSync } from 'node:fs';
-import { pairedComparison } from '../src/rl/paired-eval.ts';
+import { pairedComparison, pooledPairedComparison } from '../src/rl/paired-eval.ts';
 
 interface QuestionScore {
   id: string;
@@ -47,8 +51,15 @@ function readEval(file: string): { model: string; questions: QuestionScore[] } {
   };
 }
 
-const files = process.argv.slice(2);
-if (files.length < 2) fail('usage: npm run -s compare -- BASE.json OTHER.json [MORE.json ...]');
+const args = process.argv.slice(2);
+const pairsMode = args[0] === '--pairs';
+const files = pairsMode ? args.slice(1) : args;
+if (pairsMode ? files.length < 2 || files.length % 2 !== 0 : files.length < 2)
+  fail(
+    pairsMode
+      ? `--pairs takes BASE OTHER files two by two, got ${files.length}`
+      : 'usage: npm run -s compare -- BASE.json OTHER.json [MORE.json ...] (or --pairs B1 O1 [B2 O2 ...])',
+  );
 const [base, ...others] = files.map((f) => ({ file: f, ...readEval(f) }));
 // Every file is checked before anything is printed: a bad one gives one line, not half a table.
 for (const o of others) {
@@ -67,27 +78,56 @@ const pct = (x: number) => (100 * x).toFixed(1);
 const sign = (x: number) => `${x >= 0 ? '+' : '−'}${pct(Math.abs(x))}`;
 const types = [...new Set(base.questions.map((q) => q.type))];
 
-console.log(`base: ${base.model} (${base.questions.length} questions)\n`);
-console.log(
-  `| model | EM | Δ EM ± paired SE | only it right / only base right | sign test p | ${types.map((t) => `Δ ${t}`).join(' | ')} |`,
-);
-console.log(`|---|---|---|---|---|${types.map(() => '---|').join('')}`);
-const baseEm = base.questions.reduce((sum, q) => sum + q.em, 0) / base.questions.length;
-console.log(`| ${base.model} | ${pct(baseEm)} | – | – | – | ${types.map(() => '–').join(' | ')} |`);
-for (const o of others) {
-  const c = pairedComparison(
-    base.questions.map((q) => q.em),
-    o.questions.map((q) => q.em),
-  );
-  const byType = types.map((t) => {
-    const idx = base.questions.flatMap((q, i) => (q.type === t ? [i] : []));
-    const d = pairedComparison(
-      idx.map((i) => base.questions[i].em),
-      idx.map((i) => o.questions[i].em),
-    );
-    return `${sign(d.difference)} ± ${pct(d.pairedSe)}`;
-  });
+if (pairsMode) printPairs();
+else {
+  console.log(`base: ${base.model} (${base.questions.length} questions)\n`);
   console.log(
-    `| ${o.model} | ${pct(c.otherMean)} | ${sign(c.difference)} ± ${pct(c.pairedSe)} | ${c.better} / ${c.worse} | ${c.signTestP.toPrecision(2)} | ${byType.join(' | ')} |`,
+    `| model | EM | Δ EM ± paired SE | only it right / only base right | sign test p | ${types.map((t) => `Δ ${t}`).join(' | ')} |`,
+  );
+  console.log(`|---|---|---|---|---|${types.map(() => '---|').join('')}`);
+  const baseEm = base.questions.reduce((sum, q) => sum + q.em, 0) / base.questions.length;
+  console.log(`| ${base.model} | ${pct(baseEm)} | – | – | – | ${types.map(() => '–').join(' | ')} |`);
+  for (const o of others) {
+    const c = pairedComparison(
+      base.questions.map((q) => q.em),
+      o.questions.map((q) => q.em),
+    );
+    const byType = types.map((t) => {
+      const idx = base.questions.flatMap((q, i) => (q.type === t ? [i] : []));
+      const d = pairedComparison(
+        idx.map((i) => base.questions[i].em),
+        idx.map((i) => o.questions[i].em),
+      );
+      return `${sign(d.difference)} ± ${pct(d.pairedSe)}`;
+    });
+    console.log(
+      `| ${o.model} | ${pct(c.otherMean)} | ${sign(c.difference)} ± ${pct(c.pairedSe)} | ${c.better} / ${c.worse} | ${c.signTestP.toPrecision(2)} | ${byType.join(' | ')} |`,
+    );
+  }
+}
+
+function printPairs(): void {
+  const all = [base, ...others];
+  const pairs = Array.from({ length: all.length / 2 }, (_, j) => ({ a: all[2 * j], b: all[2 * j + 1] }));
+  const c = pooledPairedComparison(
+    pairs.map(({ a, b }) => ({ base: a.questions.map((q) => q.em), other: b.questions.map((q) => q.em) })),
+  );
+  console.log(`${c.k} pairs on the same ${c.n} questions; Δ = the second of each pair − the first\n`);
+  console.log('| pair | EM | Δ EM ± paired SE | only second right / only first right | sign test p |');
+  console.log('|---|---|---|---|---|');
+  c.pairs.forEach((p, j) => {
+    console.log(
+      `| ${pairs[j].b.model} vs ${pairs[j].a.model} | ${pct(p.otherMean)} vs ${pct(p.baseMean)} | ${sign(p.difference)} ± ${pct(p.pairedSe)} | ${p.better} / ${p.worse} | ${p.signTestP.toPrecision(2)} |`,
+    );
+  });
+  const q = c.questionLevel;
+  console.log(
+    `| pooled, question by question (checkpoint noise) | | ${sign(q.difference)} ± ${pct(q.se)} | ${q.better} / ${q.worse} (net per question) | ${q.signTestP.toPrecision(2)} |`,
+  );
+  const pl = c.pairLevel;
+  console.log(
+    pl
+      ? `| pooled, pair by pair (seed noise: t ${pl.t < 0 ? '−' : ''}${Math.abs(pl.t).toFixed(2)}, ${pl.df} df) | | ${sign(pl.mean)} ± ${pct(pl.se)} | ${c.pairs.filter((p) => p.difference > 0).length} up / ${c.pairs.filter((p) => p.difference < 0).length} down of ${c.k} pairs | ${pl.p.toPrecision(2)} (t test) |`
+      : '| pooled, pair by pair | | – (one pair: no spread between pairs) | | |',
   );
 }

@@ -73,3 +73,136 @@ export function signTestTwoSided(a: number, b: number): number {
   }
   return Math.min(1, 2 * tail);
 }
+
+// Several pairings of one ablation (with / without a mask, each pair from its own seed, all played on
+// the same questions): is the effect more than the noise of checkpoints, and more than the noise of
+// seeds? Two answers, because they answer different questions:
+// - question by question: per question, the mean over the pairs of (other − base); the mean of those,
+//   its standard error over questions, and the sign test on the questions whose net is not zero. This
+//   is the checkpoints' noise only: it treats the trained runs as fixed.
+// - pair by pair: the k differences in EM as k draws of the effect of the switch (one per seed); their
+//   mean, sd / √k, and Student's t with k − 1 degrees of freedom. This counts the seed-to-seed spread,
+//   which a single pairing cannot see; with two or three pairs it is wide.
+
+export interface PooledPairedComparison {
+  /** Pairs, and questions per pair. */
+  k: number;
+  n: number;
+  pairs: PairedComparison[];
+  questionLevel: {
+    /** Mean over questions of the per-question mean difference (= the mean of the pairs' differences). */
+    difference: number;
+    /** Sample std (n − 1) of the per-question mean differences / √n. */
+    se: number;
+    /** Questions whose summed difference over the pairs is positive / negative. */
+    better: number;
+    worse: number;
+    signTestP: number;
+  };
+  /** Null when k < 2 (no spread between pairs to measure). */
+  pairLevel: { mean: number; se: number; t: number; df: number; p: number } | null;
+}
+
+export function pooledPairedComparison(
+  pairs: ReadonlyArray<{ base: readonly number[]; other: readonly number[] }>,
+): PooledPairedComparison {
+  const k = pairs.length;
+  if (k === 0) throw new Error('pooledPairedComparison: no pairs');
+  const each = pairs.map((p) => pairedComparison(p.base, p.other));
+  const n = each[0].n;
+  each.forEach((c, j) => {
+    if (c.n !== n) throw new Error(`pooledPairedComparison: pair ${j} has ${c.n} questions, pair 0 ${n}`);
+  });
+  const net = Array.from({ length: n }, (_, i) => pairs.reduce((s, p) => s + (p.other[i] - p.base[i]), 0));
+  const perQuestion = net.map((x) => x / k);
+  const mean = perQuestion.reduce((s, x) => s + x, 0) / n;
+  const ss = perQuestion.reduce((s, x) => s + (x - mean) ** 2, 0);
+  const better = net.filter((x) => x > 0).length;
+  const worse = net.filter((x) => x < 0).length;
+  let pairLevel: PooledPairedComparison['pairLevel'] = null;
+  if (k >= 2) {
+    const diffs = each.map((c) => c.difference);
+    const m = diffs.reduce((s, x) => s + x, 0) / k;
+    const sd = Math.sqrt(diffs.reduce((s, x) => s + (x - m) ** 2, 0) / (k - 1));
+    const se = sd / Math.sqrt(k);
+    const t = se > 0 ? m / se : m === 0 ? 0 : Math.sign(m) * Number.POSITIVE_INFINITY;
+    pairLevel = { mean: m, se, t, df: k - 1, p: studentTTwoSided(t, k - 1) };
+  }
+  return {
+    k,
+    n,
+    pairs: each,
+    questionLevel: {
+      difference: mean,
+      se: n > 1 ? Math.sqrt(ss / (n - 1) / n) : 0,
+      better,
+      worse,
+      signTestP: signTestTwoSided(better, worse),
+    },
+    pairLevel,
+  };
+}
+
+/** P(|T| ≥ |t|) for Student's t with df degrees of freedom: I_{df/(df+t²)}(df/2, ½). */
+export function studentTTwoSided(t: number, df: number): number {
+  if (!(df > 0)) throw new Error(`studentTTwoSided: df must be positive, got ${df}`);
+  if (Number.isNaN(t)) return Number.NaN;
+  if (!Number.isFinite(t)) return 0;
+  return regularizedIncompleteBeta(df / (df + t * t), df / 2, 0.5);
+}
+
+/** I_x(a, b), by the continued fraction (modified Lentz), on the side where it converges fast. */
+export function regularizedIncompleteBeta(x: number, a: number, b: number): number {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  const front = Math.exp(a * Math.log(x) + b * Math.log(1 - x) - logBeta(a, b));
+  if (x < (a + 1) / (a + b + 2)) return (front * betaContinuedFraction(x, a, b)) / a;
+  return 1 - (front * betaContinuedFraction(1 - x, b, a)) / b;
+}
+
+function betaContinuedFraction(x: number, a: number, b: number): number {
+  const tiny = 1e-300;
+  let c = 1;
+  let d = 1 - ((a + b) * x) / (a + 1);
+  if (Math.abs(d) < tiny) d = tiny;
+  d = 1 / d;
+  let h = d;
+  for (let m = 1; m <= 300; m++) {
+    // The even step, then the odd step, of the fraction's terms d_{2m} and d_{2m+1}.
+    const even = (m * (b - m) * x) / ((a + 2 * m - 1) * (a + 2 * m));
+    d = 1 + even * d;
+    if (Math.abs(d) < tiny) d = tiny;
+    c = 1 + even / c;
+    if (Math.abs(c) < tiny) c = tiny;
+    d = 1 / d;
+    h *= d * c;
+    const odd = (-(a + m) * (a + b + m) * x) / ((a + 2 * m) * (a + 2 * m + 1));
+    d = 1 + odd * d;
+    if (Math.abs(d) < tiny) d = tiny;
+    c = 1 + odd / c;
+    if (Math.abs(c) < tiny) c = tiny;
+    d = 1 / d;
+    const delta = d * c;
+    h *= delta;
+    if (Math.abs(delta - 1) < 1e-15) return h;
+  }
+  return h;
+}
+
+function logBeta(a: number, b: number): number {
+  return logGamma(a) + logGamma(b) - logGamma(a + b);
+}
+
+// Lanczos' approximation (g = 7, nine terms), about 15 significant digits for x > 0.
+const LANCZOS = [
+  0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
+  12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
+];
+function logGamma(x: number): number {
+  if (x < 0.5) return Math.log(Math.PI / Math.abs(Math.sin(Math.PI * x))) - logGamma(1 - x);
+  const z = x - 1;
+  let s = LANCZOS[0];
+  for (let i = 1; i < 9; i++) s += LANCZOS[i] / (z + i);
+  const t = z + 7.5;
+  return 0.5 * Math.log(2 * Math.PI) + (z + 0.5) * Math.log(t) - t + Math.log(s);
+}

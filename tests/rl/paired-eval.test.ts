@@ -1,7 +1,13 @@
 // The paired comparison of two checkpoints' per-question scores (src/rl/paired-eval.ts) against
 // worked examples: the paired standard error, the discordant counts and the exact sign test.
 import { describe, expect, it } from 'vitest';
-import { pairedComparison, signTestTwoSided } from '../../src/rl/paired-eval.ts';
+import {
+  pairedComparison,
+  pooledPairedComparison,
+  regularizedIncompleteBeta,
+  signTestTwoSided,
+  studentTTwoSided,
+} from '../../src/rl/paired-eval.ts';
 
 describe('pairedComparison', () => {
   it('gives the difference, its paired SE and the discordant counts of a worked example', () => {
@@ -56,5 +62,87 @@ describe('signTestTwoSided', () => {
     expect(p / (2 * 2 ** -600)).toBeCloseTo(1, 9);
     // 2 · Σ_{i ≤ 270} C(600, i) / 2^600, computed with exact integers (Python's math.comb).
     expect(signTestTwoSided(330, 270)).toBeCloseTo(0.015940437036359587, 9);
+  });
+});
+
+describe('studentTTwoSided', () => {
+  it('matches the closed forms of one and two degrees of freedom', () => {
+    for (const t of [0.3, 1, 2.58, 10]) {
+      expect(studentTTwoSided(t, 1)).toBeCloseTo(1 - (2 / Math.PI) * Math.atan(t), 13);
+      expect(studentTTwoSided(-t, 2)).toBeCloseTo(1 - t / Math.sqrt(2 + t * t), 13);
+    }
+  });
+
+  it("matches scipy's stats.t (2 · sf(|t|, df)) elsewhere", () => {
+    const cases: [number, number, number][] = [
+      [-3, 5, 0.030099247897462586],
+      [0.5, 10, 0.627893605742973],
+      [4.2, 3, 0.024632078176939253],
+      [2, 30, 0.054625044962983094],
+    ];
+    for (const [t, df, p] of cases) expect(studentTTwoSided(t, df)).toBeCloseTo(p, 12);
+    expect(studentTTwoSided(0, 4)).toBe(1);
+    expect(studentTTwoSided(Number.NEGATIVE_INFINITY, 4)).toBe(0);
+    expect(() => studentTTwoSided(1, 0)).toThrow(/df must be positive/);
+  });
+
+  it("gives scipy's regularized incomplete beta", () => {
+    // scipy.special.betainc(a, b, x)
+    expect(regularizedIncompleteBeta(0.3, 2.5, 0.5)).toBeCloseTo(0.018927124071945658, 13);
+    expect(regularizedIncompleteBeta(0.9, 0.5, 0.5)).toBeCloseTo(0.7951672353008664, 13);
+    expect(regularizedIncompleteBeta(0.97, 15, 0.5)).toBeCloseTo(0.3431267055881709, 12);
+  });
+});
+
+describe('pooledPairedComparison', () => {
+  it('averages the pairs question by question, and tests the pairs against their own spread', () => {
+    // Two pairs on four questions. Pair 0: differences 0 −1 0 0; pair 1: −1 −1 0 +1.
+    const c = pooledPairedComparison([
+      { base: [1, 1, 0, 0], other: [1, 0, 0, 0] },
+      { base: [1, 1, 0, 0], other: [0, 0, 0, 1] },
+    ]);
+    expect([c.k, c.n]).toEqual([2, 4]);
+    expect(c.pairs.map((p) => p.difference)).toEqual([-0.25, -0.25]);
+    // Per-question means −0.5 −1 0 +0.5: mean −0.25, sample std sqrt((0.0625+0.5625+0.0625+0.5625)/3).
+    expect(c.questionLevel.difference).toBeCloseTo(-0.25, 15);
+    expect(c.questionLevel.se).toBeCloseTo(Math.sqrt(1.25 / 3) / 2, 15);
+    expect([c.questionLevel.better, c.questionLevel.worse]).toEqual([1, 2]);
+    expect(c.questionLevel.signTestP).toBe(1);
+    // The pairs agree exactly: no spread, t infinite, p 0.
+    expect(c.pairLevel).toMatchObject({ mean: -0.25, se: 0, df: 1, p: 0 });
+  });
+
+  it("gives Student's t over the pairs' differences", () => {
+    const n = 1000;
+    // Three pairs whose EM differs by −3.5, −1.8 and −0.8 points: the base right on the first 100
+    // questions, the other on the first 100 − m.
+    const pair = (m: number) => ({
+      base: Array.from({ length: n }, (_, i) => (i < 100 ? 1 : 0)),
+      other: Array.from({ length: n }, (_, i) => (i < 100 - m ? 1 : 0)),
+    });
+    const c = pooledPairedComparison([pair(35), pair(18), pair(8)]);
+    const d = [-0.035, -0.018, -0.008];
+    const mean = (d[0] + d[1] + d[2]) / 3;
+    const sd = Math.sqrt(d.reduce((s, x) => s + (x - mean) ** 2, 0) / 2);
+    expect(c.pairLevel?.mean).toBeCloseTo(mean, 15);
+    expect(c.pairLevel?.se).toBeCloseTo(sd / Math.sqrt(3), 15);
+    expect(c.pairLevel?.df).toBe(2);
+    expect(c.pairLevel?.t).toBeCloseTo(-2.5800251000706624, 12);
+    expect(c.pairLevel?.p).toBeCloseTo(0.12309605484128167, 12); // scipy: 2 · stats.t.sf(2.58003, 2)
+    // Question by question: no question gains, the 35 that pair 0 loses have a negative net.
+    expect([c.questionLevel.better, c.questionLevel.worse]).toEqual([0, 35]);
+  });
+
+  it('has no pair-level test for one pair, and refuses pairs of different lengths', () => {
+    const c = pooledPairedComparison([{ base: [1, 0], other: [0, 0] }]);
+    expect(c.pairLevel).toBeNull();
+    expect(c.questionLevel.difference).toBe(c.pairs[0].difference);
+    expect(() => pooledPairedComparison([])).toThrow(/no pairs/);
+    expect(() =>
+      pooledPairedComparison([
+        { base: [1, 0], other: [0, 0] },
+        { base: [1], other: [0] },
+      ]),
+    ).toThrow(/pair 1 has 1 questions, pair 0 2/);
   });
 });

@@ -37,6 +37,31 @@ describe('npm run compare', () => {
     expect(r.out).toMatch(/\| \+0\.0 ± [\d.]+ \| \+25\.0 ± 25\.0 \|/);
   });
 
+  it('pools pairs of an ablation question by question and pair by pair (--pairs)', () => {
+    // Pair 0 loses questions 1 and 3; pair 1 loses question 1 and gains question 4.
+    const a0 = write('a0.json', 'mask-s1', [1, 1, 0, 1, 0, 0]);
+    const b0 = write('b0.json', 'nomask-s1', [1, 0, 0, 0, 0, 0]);
+    const a1 = write('a1.json', 'mask-s2', [1, 1, 0, 0, 0, 0]);
+    const b1 = write('b1.json', 'nomask-s2', [1, 0, 0, 0, 1, 0]);
+    const r = run('--pairs', a0, b0, a1, b1);
+    expect(r.status, r.out).toBe(0);
+    expect(r.out).toMatch(/2 pairs on the same 6 questions/);
+    expect(r.out).toContain('| nomask-s1 vs mask-s1 | 16.7 vs 50.0 | −33.3 ± 21.1 | 0 / 2 | 0.50 |');
+    expect(r.out).toContain('| nomask-s2 vs mask-s2 | 33.3 vs 33.3 | +0.0 ± 25.8 | 1 / 1 | 1.0 |');
+    // Per-question means 0 −1 0 −0.5 +0.5 0: mean −1/6, sample std sqrt((1/36·3 + (5/6)² + (1/3)² + (2/3)²)/5).
+    const se = Math.sqrt((3 / 36 + (5 / 6) ** 2 + (1 / 3) ** 2 + (2 / 3) ** 2) / 5) / Math.sqrt(6);
+    expect(r.out).toContain(
+      `| pooled, question by question (checkpoint noise) | | −16.7 ± ${(100 * se).toFixed(1)} | 1 / 2 (net per question) | 1.0 |`,
+    );
+    // Pair differences −1/3 and 0: mean −1/6, sd / √2 = 1/6, t −1, 1 df: p = 1 − (2/π)·atan(1) = 0.5.
+    expect(r.out).toContain(
+      '| pooled, pair by pair (seed noise: t −1.00, 1 df) | | −16.7 ± 16.7 | 0 up / 1 down of 2 pairs | 0.50 (t test) |',
+    );
+    const odd = run('--pairs', a0, b0, a1);
+    expect(odd.status, odd.out).toBe(2);
+    expect(odd.out.trim()).toBe('compare: --pairs takes BASE OTHER files two by two, got 3');
+  });
+
   it('refuses files it cannot compare with one line and exit 2', () => {
     const base = write('b.json', 'start', [1, 0, 1]);
     const shorter = write('s.json', 'x', [1, 0]);
