@@ -134,7 +134,7 @@ export interface TrainConfig {
     lr: number;
     clipRangeValue: number;
     maxGradNorm: number;
-    /** Optimizer steps of the critic alone before the actor starts (verl's critic_warmup). */
+    /** Steps 1..N train the critic alone, the actor frozen (verl's trainer.critic_warmup = N + 1). */
     warmupSteps: number;
   };
   reward: {

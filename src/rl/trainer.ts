@@ -405,6 +405,13 @@ export class Trainer {
     return w > 0 && step <= w ? (base * step) / w : base;
   }
 
+  /** The actor's rate: 0 in the critic's warm-up, then its schedule counts the actor's own updates
+   *  (as verl's, whose actor scheduler steps only when the actor does). */
+  private actorLrAt(step: number): number {
+    const w = this.critic ? this.config.critic.warmupSteps : 0;
+    return step <= w ? 0 : this.lrAt(step - w, this.config.actor.lr);
+  }
+
   /** One training step (RL or SFT by the config's algorithm); returns its metrics line. */
   async trainStep(hooks: TrainerHooks = {}): Promise<StepMetrics> {
     this.gpu.resetPeakMemory();
@@ -521,7 +528,12 @@ export class Trainer {
     // has ratio 1 exactly; with several updates (or when the in-reward KL needs all of them before the
     // first micro-batch's loss) a forward first: the update's forwards of mini-batch 2 onwards see
     // moved weights.
-    const ownOld = single && (!klInReward || ranges.length === 1) && !noUpdate;
+    // PPO's critic warm-up (critic.warmupSteps): steps 1..N train the critic alone on the frozen
+    // policy's rollouts, so that GAE reads learned values when the actor starts. verl's
+    // trainer.critic_warmup = k updates the actor from its global step k on (counted from 1): k − 1 steps.
+    const criticWarmup = this.critic !== null && step <= c.critic.warmupSteps;
+    const actorUpdates = !noUpdate && !criticWarmup;
+    const ownOld = single && (!klInReward || ranges.length === 1) && actorUpdates;
     const oldLogprob = gpu.empty([N], 'f32', 'batch.oldLogprob');
     const oldEntropy = gpu.empty([N], 'f32', 'batch.oldEntropy');
     const keepOld = (fwd: { head: { logprob: Tensor; entropy: Tensor } }, m0: number, rows: number) => {
@@ -558,7 +570,7 @@ export class Trainer {
     const actorStats: Float32Array[] = [];
     let gradNormValue = 0;
     let skipped = 0;
-    for (let epoch = 0; epoch < (noUpdate ? 0 : c.actor.ppoEpochs); epoch++) {
+    for (let epoch = 0; epoch < (actorUpdates ? c.actor.ppoEpochs : 0); epoch++) {
       for (let mb = 0; mb < c.actor.miniBatches; mb++) {
         // Micro-batches add up to the mini-batch: the loss of each is normalised by the mini-batch's
         // active tokens and rows (policy-loss.wgsl's globals), so the accumulated gradient is the same.
@@ -613,7 +625,7 @@ export class Trainer {
         } else {
           this.actorOpt.step(this.policy.trainableGrads(), {
             gradNorm: norm,
-            lr: this.lrAt(step, c.actor.lr),
+            lr: this.actorLrAt(step),
           });
         }
         norm.release();
@@ -955,7 +967,8 @@ export class Trainer {
         advSum += a.adv[i];
       }
     m['actor/advantage_mean'] = advN > 0 ? advSum / advN : 0;
-    // No actor statistics when the group filter left nothing to train (no loss was computed).
+    // No actor statistics when the group filter left nothing to train, or in the critic's warm-up (no
+    // loss was computed).
     if (a.actorStats.length > 0) {
       const s0 = a.actorStats[0];
       const last = a.actorStats[a.actorStats.length - 1];
@@ -966,7 +979,7 @@ export class Trainer {
       m['actor/ppo_kl'] = last[POLICY_STAT.ppoKl];
       m['actor/grad_norm'] = a.gradNorm;
     }
-    m['actor/lr'] = this.lrAt(step, c.actor.lr);
+    m['actor/lr'] = this.actorLrAt(step);
     if (a.trainedGroups !== null) {
       m['train/trained_groups'] = a.trainedGroups / new Set(trajectories.map((t) => t.group)).size;
       m['train/trained_rows'] = a.trainedGroups === 0 ? 0 : batch.B / trajectories.length;
@@ -975,6 +988,7 @@ export class Trainer {
       m['critic/vf_loss'] = a.valueStats[VALUE_STAT.loss];
       m['critic/vf_clipfrac'] = a.valueStats[VALUE_STAT.clipfrac];
     }
+    if (this.critic) m['train/critic_warmup'] = step <= c.critic.warmupSteps ? 1 : 0;
     m['train/skipped_updates'] = a.skipped;
     m['train/skipped_steps_total'] = this.skippedSteps;
     return m;

@@ -229,7 +229,49 @@ describe('trainer', () => {
     expect(Math.abs(m['rollout/mismatch_kl_k3'] as number)).toBeLessThan(1e-6);
     const after = await t.policy.exportWeights();
     for (const [name, w] of before) expect(after.get(name)!.data, name).toEqual(w.data);
-    for (const [name, e] of Object.entries((await t.actorOpt.state()).params)) expect(e.step, name).toBe(0);
+    expect((await t.actorOpt.state()).params).toEqual({}); // never stepped: no moments at all
+  });
+
+  it('critic.warmupSteps: the first steps train the critic alone; the actor then starts from ratio 1 and KL 0', async () => {
+    const t = await make(
+      microConfig((c) => {
+        c.algorithm.name = 'ppo';
+        c.critic.warmupSteps = 1;
+        c.actor.entropyCoef = 0.01; // the actor's first update moves the weights whatever the rewards
+      }),
+    );
+    const steps = async (opt: { state(): Promise<{ params: Record<string, { step: number }> }> }) =>
+      new Set(Object.values((await opt.state()).params).map((e) => e.step));
+    const policy0 = await t.policy.exportWeights();
+    const critic0 = await t.critic!.exportWeights();
+    const m1 = await t.trainStep();
+    expect(m1['train/critic_warmup']).toBe(1);
+    expect(m1['actor/lr']).toBe(0);
+    expect(m1['actor/pg_loss']).toBeUndefined();
+    expect(m1['critic/vf_loss'] as number).toBeGreaterThan(0);
+    expect(Math.abs(m1['rollout/mismatch_kl_k3'] as number)).toBeLessThan(1e-6);
+    const policy1 = await t.policy.exportWeights();
+    for (const [name, w] of policy0) expect(policy1.get(name)!.data, name).toEqual(w.data);
+    expect(await steps(t.actorOpt)).toEqual(new Set()); // never stepped: no moments at all
+    expect(await steps(t.criticOpt!)).toEqual(new Set([1]));
+    const critic1 = await t.critic!.exportWeights();
+    expect([...critic0].some(([name, w]) => !critic1.get(name)!.data.every((x, i) => x === w.data[i]))).toBe(
+      true,
+    );
+
+    // Step 2: the actor's first update, from the reference's weights, at the full rate.
+    const m2 = await t.trainStep();
+    expect(m2['train/critic_warmup']).toBe(0);
+    expect(m2['actor/lr']).toBe(t.config.actor.lr);
+    expect(m2['actor/kl_ref_k3']).toBe(0);
+    expect(m2['actor/ppo_kl']).toBe(0);
+    expect(m2['actor/pg_clipfrac']).toBe(0);
+    expect(await steps(t.actorOpt)).toEqual(new Set([1]));
+    expect(await steps(t.criticOpt!)).toEqual(new Set([2]));
+    const policy2 = await t.policy.exportWeights();
+    expect([...policy0].some(([name, w]) => !policy2.get(name)!.data.every((x, i) => x === w.data[i]))).toBe(
+      true,
+    );
   });
 
   it('skips a step whose loss is NaN: weights and optimizer state untouched, the skip counted', async () => {
