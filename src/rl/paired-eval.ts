@@ -113,12 +113,14 @@ export function pooledPairedComparison(
   each.forEach((c, j) => {
     if (c.n !== n) throw new Error(`pooledPairedComparison: pair ${j} has ${c.n} questions, pair 0 ${n}`);
   });
-  const net = Array.from({ length: n }, (_, i) => pairs.reduce((s, p) => s + (p.other[i] - p.base[i]), 0));
-  const perQuestion = net.map((x) => x / k);
-  const mean = perQuestion.reduce((s, x) => s + x, 0) / n;
-  const ss = perQuestion.reduce((s, x) => s + (x - mean) ** 2, 0);
-  const better = net.filter((x) => x > 0).length;
-  const worse = net.filter((x) => x < 0).length;
+  // Question by question: the pairs' mean base score against their mean other score per question,
+  // whose paired comparison is exactly that of the per-question mean differences.
+  const meanOver = (pick: (p: (typeof pairs)[number]) => readonly number[]) =>
+    Array.from({ length: n }, (_, i) => pairs.reduce((s, p) => s + pick(p)[i], 0) / k);
+  const pooled = pairedComparison(
+    meanOver((p) => p.base),
+    meanOver((p) => p.other),
+  );
   let pairLevel: PooledPairedComparison['pairLevel'] = null;
   if (k >= 2) {
     const diffs = each.map((c) => c.difference);
@@ -133,11 +135,11 @@ export function pooledPairedComparison(
     n,
     pairs: each,
     questionLevel: {
-      difference: mean,
-      se: n > 1 ? Math.sqrt(ss / (n - 1) / n) : 0,
-      better,
-      worse,
-      signTestP: signTestTwoSided(better, worse),
+      difference: pooled.difference,
+      se: pooled.pairedSe,
+      better: pooled.better,
+      worse: pooled.worse,
+      signTestP: pooled.signTestP,
     },
     pairLevel,
   };

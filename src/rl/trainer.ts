@@ -408,8 +408,13 @@ export class Trainer {
   /** The actor's rate: 0 in the critic's warm-up, then its schedule counts the actor's own updates
    *  (as verl's, whose actor scheduler steps only when the actor does). */
   private actorLrAt(step: number): number {
-    const w = this.critic ? this.config.critic.warmupSteps : 0;
-    return step <= w ? 0 : this.lrAt(step - w, this.config.actor.lr);
+    if (this.inCriticWarmup(step)) return 0;
+    return this.lrAt(step - (this.critic ? this.config.critic.warmupSteps : 0), this.config.actor.lr);
+  }
+
+  /** PPO's critic warm-up (critic.warmupSteps): steps 1..N train the critic alone. */
+  private inCriticWarmup(step: number): boolean {
+    return this.critic !== null && step <= this.config.critic.warmupSteps;
   }
 
   /** One training step (RL or SFT by the config's algorithm); returns its metrics line. */
@@ -531,8 +536,7 @@ export class Trainer {
     // PPO's critic warm-up (critic.warmupSteps): steps 1..N train the critic alone on the frozen
     // policy's rollouts, so that GAE reads learned values when the actor starts. verl's
     // trainer.critic_warmup = k updates the actor from its global step k on (counted from 1): k − 1 steps.
-    const criticWarmup = this.critic !== null && step <= c.critic.warmupSteps;
-    const actorUpdates = !noUpdate && !criticWarmup;
+    const actorUpdates = !noUpdate && !this.inCriticWarmup(step);
     const ownOld = single && (!klInReward || ranges.length === 1) && actorUpdates;
     const oldLogprob = gpu.empty([N], 'f32', 'batch.oldLogprob');
     const oldEntropy = gpu.empty([N], 'f32', 'batch.oldEntropy');
@@ -988,7 +992,7 @@ export class Trainer {
       m['critic/vf_loss'] = a.valueStats[VALUE_STAT.loss];
       m['critic/vf_clipfrac'] = a.valueStats[VALUE_STAT.clipfrac];
     }
-    if (this.critic) m['train/critic_warmup'] = step <= c.critic.warmupSteps ? 1 : 0;
+    if (this.critic) m['train/critic_warmup'] = this.inCriticWarmup(step) ? 1 : 0;
     m['train/skipped_updates'] = a.skipped;
     m['train/skipped_steps_total'] = this.skippedSteps;
     return m;
