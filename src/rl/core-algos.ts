@@ -11,8 +11,11 @@
 //   mask   [N] 0/1   1 on policy-sampled tokens, 0 on prompt, environment (tool output) and padding
 //                    tokens; interior zeros between the turns of one episode are normal.
 //   index  [B]       group id per row (u32 on the GPU): the G samples of one question share an id.
-// Advantages and returns are 0 at mask=0 positions. Inputs at mask=0 positions are never read by the
-// masked statistics and losses (like verl's masked_sum, which selects rather than multiplies), so
+//   outMask [N] 0/1  optional, for the estimators: positions that receive an advantage beyond the
+//                    mask, i.e. the positions the loss reads outside it (the loss-mask ablation's
+//                    environment tokens). Default: none beyond the mask.
+// Advantages and returns are 0 outside mask ∪ outMask. Inputs at mask=0 positions are never read by
+// the masked statistics and losses (like verl's masked_sum, which selects rather than multiplies), so
 // garbage or NaN there cannot leak into a result.
 //
 // Every loss returns the aggregated scalar and its gradient with respect to what the model produces
@@ -151,23 +154,26 @@ export function maskedVar(x: Values, mask: Values): number {
 }
 
 /**
- * verl masked_whiten: (x − μ)·rsqrt(var + 1e-8) (shift_mean=false adds μ back). The epsilon sits on
- * the variance. Differences: positions with mask=0 are 0 here (verl transforms them too), and with
- * ≤ 1 active token the result is all zeros instead of verl's exception (`skipped` reports it).
+ * verl masked_whiten: (x − μ)·rsqrt(var + 1e-8) (shift_mean=false adds μ back), μ and var over the
+ * mask. The epsilon sits on the variance. Differences: the result is written where `applyMask` is 1
+ * (default the mask; verl transforms every position) and is 0 elsewhere, and with ≤ 1 active token it
+ * is all zeros instead of verl's exception (`skipped` reports it).
  */
 export function maskedWhitenWithInfo(
   x: Values,
   mask: Values,
   shiftMean = true,
+  applyMask: Values = mask,
 ): { whitened: Float64Array; skipped: boolean } {
   checkMask(mask, mask.length);
   checkLength('x', x, mask.length);
+  checkMask(applyMask, mask.length, 'applyMask');
   const out = new Float64Array(x.length);
   if (activeCount(mask) <= 1) return { whitened: out, skipped: true };
   const mean = maskedMean(x, mask);
   const rstd = 1 / Math.sqrt(maskedVar(x, mask) + 1e-8);
   for (let i = 0; i < x.length; i++) {
-    if (mask[i] !== 1) continue;
+    if (applyMask[i] !== 1) continue;
     out[i] = (x[i] - mean) * rstd + (shiftMean ? 0 : mean);
   }
   return { whitened: out, skipped: false };
@@ -178,8 +184,17 @@ export function maskedWhiten(x: Values, mask: Values, shiftMean = true): Float64
   return maskedWhitenWithInfo(x, mask, shiftMean).whitened;
 }
 
+/** mask ∪ outMask: the positions an estimator writes (outMask checked as a 0/1 mask of length N). */
+function writtenPositions(mask: Values, outMask: Values | undefined, N: number): Values {
+  if (outMask === undefined) return mask;
+  checkMask(outMask, N, 'outMask');
+  const w = new Float64Array(N);
+  for (let i = 0; i < N; i++) w[i] = mask[i] === 1 || outMask[i] === 1 ? 1 : 0;
+  return w;
+}
+
 // ---------------------------------------------------------------------------------------------
-// Advantage estimators. Each returns advantages and returns [N], 0 at mask=0 positions.
+// Advantage estimators. Each returns advantages and returns [N], 0 outside mask ∪ outMask.
 
 export interface AdvantageResult {
   advantages: Float64Array;
@@ -192,6 +207,7 @@ export interface GaeArgs {
   tokenRewards: Values;
   values: Values;
   mask: Values;
+  outMask?: Values;
   B: number;
   T: number;
   gamma: number;
@@ -205,7 +221,9 @@ export interface GaeArgs {
  * and the last policy token of one turn bootstraps from the value of the first policy token of the
  * next turn; rewards and values at mask=0 positions are never read. returns = advantages before
  * whitening + values. Advantages are then whitened over the mask (whiten=false skips that).
- * Difference: advantages and returns are 0 at mask=0 positions (verl leaves the carried value).
+ * At an outMask position outside the mask the advantage is the carried lastGaeLam (the next policy
+ * token's, as verl leaves it), whitened with the mask's statistics. Difference: advantages are 0
+ * outside mask ∪ outMask and returns 0 outside the mask (verl leaves the carried values everywhere).
  */
 export function computeGaeAdvantageReturn(args: GaeArgs): AdvantageResult {
   const { tokenRewards, values, mask, B, T, gamma, lam, whiten = true } = args;
@@ -214,6 +232,7 @@ export function computeGaeAdvantageReturn(args: GaeArgs): AdvantageResult {
   checkLength('tokenRewards', tokenRewards, N);
   checkLength('values', values, N);
   checkMask(mask, N);
+  const written = writtenPositions(mask, args.outMask, N);
   checkFinite('gamma', gamma);
   checkFinite('lam', lam);
   const raw = new Float64Array(N);
@@ -223,16 +242,17 @@ export function computeGaeAdvantageReturn(args: GaeArgs): AdvantageResult {
     let lastGaeLam = 0;
     for (let t = T - 1; t >= 0; t--) {
       const i = b * T + t;
-      if (mask[i] !== 1) continue; // environment / padding token: carry both
-      const delta = tokenRewards[i] + gamma * nextValue - values[i];
-      lastGaeLam = delta + gamma * lam * lastGaeLam;
-      nextValue = values[i];
-      raw[i] = lastGaeLam;
-      returns[i] = lastGaeLam + values[i];
+      if (mask[i] === 1) {
+        const delta = tokenRewards[i] + gamma * nextValue - values[i];
+        lastGaeLam = delta + gamma * lam * lastGaeLam;
+        nextValue = values[i];
+        returns[i] = lastGaeLam + values[i];
+      } // else an environment / padding token: carry both
+      if (written[i] === 1) raw[i] = lastGaeLam;
     }
   }
   if (!whiten) return { advantages: raw, returns };
-  const { whitened, skipped } = maskedWhitenWithInfo(raw, mask);
+  const { whitened, skipped } = maskedWhitenWithInfo(raw, mask, true, written);
   return { advantages: whitened, returns, whitenSkipped: skipped };
 }
 
@@ -269,6 +289,7 @@ function broadcastRows(perRow: Float64Array, mask: Values, B: number, T: number)
 export interface GrpoArgs {
   tokenRewards: Values;
   mask: Values;
+  outMask?: Values;
   index: Values;
   B: number;
   T: number;
@@ -279,8 +300,8 @@ export interface GrpoArgs {
 /**
  * verl compute_grpo_outcome_advantage. score = Σ_t tokenRewards of the row; per group
  * (score − mean)/(std + ε) with torch.std's unbiased std (ε on the std); a group of one has mean 0 and
- * std 1. normByStd=false is Dr.GRPO: score − mean. Broadcast to the row's policy tokens;
- * returns = advantages. Same as verl.
+ * std 1. normByStd=false is Dr.GRPO: score − mean. Broadcast to the row's policy tokens (and its
+ * outMask positions); returns = advantages. Same as verl.
  */
 export function computeGrpoOutcomeAdvantage(args: GrpoArgs): AdvantageResult {
   const { tokenRewards, mask, index, B, T, normByStd = true, epsilon = 1e-6 } = args;
@@ -304,7 +325,7 @@ export function computeGrpoOutcomeAdvantage(args: GrpoArgs): AdvantageResult {
     }
     for (const b of rows) perRow[b] = normByStd ? (scores[b] - mean) / (std + epsilon) : scores[b] - mean;
   }
-  const advantages = broadcastRows(perRow, mask, B, T);
+  const advantages = broadcastRows(perRow, writtenPositions(mask, args.outMask, B * T), B, T);
   return { advantages, returns: advantages.slice() };
 }
 
@@ -331,6 +352,7 @@ export function groupsWithScoreSpread(scores: Values, index: Values): boolean[] 
 export interface GroupArgs {
   tokenRewards: Values;
   mask: Values;
+  outMask?: Values;
   index: Values;
   B: number;
   T: number;
@@ -340,7 +362,7 @@ export interface GroupArgs {
  * verl compute_rloo_outcome_advantage: score − mean of the other samples of the group; a group of one
  * keeps its score. verl writes it G/(G−1)·score − G/(G−1)·mean; here the leave-one-out mean
  * (Σ − score)/(G − 1) directly (equal in exact arithmetic; exactly 0 for equal scores).
- * Broadcast to policy tokens; returns = advantages.
+ * Broadcast to policy tokens (and outMask positions); returns = advantages.
  */
 export function computeRlooOutcomeAdvantage(args: GroupArgs): AdvantageResult {
   const { tokenRewards, mask, index, B, T } = args;
@@ -356,13 +378,14 @@ export function computeRlooOutcomeAdvantage(args: GroupArgs): AdvantageResult {
     for (const b of rows) sum += scores[b];
     for (const b of rows) perRow[b] = G > 1 ? scores[b] - (sum - scores[b]) / (G - 1) : scores[b];
   }
-  const advantages = broadcastRows(perRow, mask, B, T);
+  const advantages = broadcastRows(perRow, writtenPositions(mask, args.outMask, B * T), B, T);
   return { advantages, returns: advantages.slice() };
 }
 
 export interface ReinforcePlusPlusArgs {
   tokenRewards: Values;
   mask: Values;
+  outMask?: Values;
   B: number;
   T: number;
   gamma: number;
@@ -373,7 +396,9 @@ export interface ReinforcePlusPlusArgs {
  * discounted return runs backwards over the row's policy tokens only, γ advancing once per policy
  * token, and is NOT reset at mask=0 positions (verl resets it there, which would stop a later turn's
  * reward from reaching an earlier turn). Rewards at mask=0 positions are not read. Then masked
- * whitening over the batch. returns = the unwhitened return (0 at mask=0).
+ * whitening over the batch. returns = the unwhitened return; at an outMask position outside the mask,
+ * the return carried from the next policy token (whitened with the mask's statistics); 0 outside
+ * mask ∪ outMask.
  */
 export function computeReinforcePlusPlusOutcomeAdvantage(args: ReinforcePlusPlusArgs): AdvantageResult {
   const { tokenRewards, mask, B, T, gamma } = args;
@@ -381,25 +406,25 @@ export function computeReinforcePlusPlusOutcomeAdvantage(args: ReinforcePlusPlus
   const N = B * T;
   checkLength('tokenRewards', tokenRewards, N);
   checkMask(mask, N);
+  const written = writtenPositions(mask, args.outMask, N);
   checkFinite('gamma', gamma);
   const returns = new Float64Array(N);
   for (let b = 0; b < B; b++) {
     let running = 0;
     for (let t = T - 1; t >= 0; t--) {
       const i = b * T + t;
-      if (mask[i] !== 1) continue;
-      running = tokenRewards[i] + gamma * running;
-      returns[i] = running;
+      if (mask[i] === 1) running = tokenRewards[i] + gamma * running;
+      if (written[i] === 1) returns[i] = running;
     }
   }
-  const { whitened, skipped } = maskedWhitenWithInfo(returns, mask);
+  const { whitened, skipped } = maskedWhitenWithInfo(returns, mask, true, written);
   return { advantages: whitened, returns, whitenSkipped: skipped };
 }
 
 /**
  * verl compute_reinforce_plus_plus_baseline_outcome_advantage: score − group mean (a group of one:
- * mean 0), broadcast to policy tokens, then masked whitening over all policy tokens of the batch.
- * returns = advantages (as verl). Same as verl.
+ * mean 0), broadcast to policy tokens (and outMask positions), then whitening with the statistics of
+ * all policy tokens of the batch. returns = advantages (as verl). Same as verl.
  */
 export function computeReinforcePlusPlusBaselineOutcomeAdvantage(args: GroupArgs): AdvantageResult {
   const { tokenRewards, mask, index, B, T } = args;
@@ -417,7 +442,13 @@ export function computeReinforcePlusPlusBaselineOutcomeAdvantage(args: GroupArgs
     }
     for (const b of rows) perRow[b] = scores[b] - mean;
   }
-  const { whitened, skipped } = maskedWhitenWithInfo(broadcastRows(perRow, mask, B, T), mask);
+  const written = writtenPositions(mask, args.outMask, B * T);
+  const { whitened, skipped } = maskedWhitenWithInfo(
+    broadcastRows(perRow, written, B, T),
+    mask,
+    true,
+    written,
+  );
   return { advantages: whitened, returns: whitened.slice(), whitenSkipped: skipped };
 }
 

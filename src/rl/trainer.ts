@@ -51,14 +51,7 @@ import {
 import type { ToolEnvOptions } from '../env/tool-env.ts';
 import { corpusSearchTools, type TaskTools } from '../env/tools/search.ts';
 import { formatBytes } from '../gpu/errors.ts';
-import {
-  gaeAdvantageReturn,
-  grpoOutcomeAdvantage,
-  klPenaltyRewards,
-  reinforcePlusPlusBaselineOutcomeAdvantage,
-  reinforcePlusPlusOutcomeAdvantage,
-  rlooOutcomeAdvantage,
-} from '../gpu/kernels/advantage.ts';
+import { advantage } from '../gpu/kernels/advantage.ts';
 import { AdamW, gradNorm, readGradNorm } from '../gpu/kernels/optimizer.ts';
 import { POLICY_STAT, policyLoss, VALUE_STAT, valueLoss } from '../gpu/kernels/policy-loss.ts';
 import type { Gpu } from '../gpu/runtime.ts';
@@ -148,7 +141,7 @@ const STATE_FILE = 'trainer-state.json';
 /** With LoRA, a checkpoint's PEFT adapter files live in this subfolder. */
 const ADAPTER_DIR = 'adapter';
 
-/** A trajectory as the batch builder sees it. */
+/** A trajectory as the batch builder sees it: its process rewards already weighted (reward.processWeight). */
 export function trajectoryEpisode(t: Trajectory, processWeight: number): TrainableEpisode {
   return {
     ids: t.ids,
@@ -157,7 +150,9 @@ export function trajectoryEpisode(t: Trajectory, processWeight: number): Trainab
     group: t.group,
     outcome: t.outcome?.outcome ?? 0,
     process:
-      processWeight === 0 ? [] : t.processRewards.map((p) => ({ tokenIndex: p.tokenIndex, reward: p.total })),
+      processWeight === 0
+        ? []
+        : t.processRewards.map((p) => ({ tokenIndex: p.tokenIndex, reward: processWeight * p.total })),
   };
 }
 
@@ -485,6 +480,7 @@ export class Trainer {
     }
     const batch = buildTrainingBatch(
       trained.map((t) => trajectoryEpisode(t, pw)),
+      // processWeight: 1, as trajectoryEpisode has weighted them (the filter above pays them alike).
       { lossMask: c.ablation.lossMask, advantageMask: c.ablation.advantageMask, processWeight: 1 },
     );
     hooks.onBatch?.(batch);
@@ -565,6 +561,7 @@ export class Trainer {
       ({ advantages, returns } = this.computeAdvantages(batch, {
         rewardsT,
         advMaskT,
+        lossMaskT,
         indexT,
         oldLogprob,
         refLogprob,
@@ -642,7 +639,7 @@ export class Trainer {
     if (this.critic && this.criticOpt && oldValues && returns) {
       hooks.onPhase?.('critic', step);
       const critic = this.critic;
-      const globals = { ...lossDenominators(batch.advMask, T, 0, B), maxLen: T };
+      const globals = { ...lossDenominators(batch.advMask, T, 0, B), maxLen: batch.maxResponseLength };
       critic.zeroGrad();
       const stats = this.eachMicroBatch(batch, ranges, (sub, m0) => {
         const vf = critic.forward(sub.tokens);
@@ -831,12 +828,18 @@ export class Trainer {
     });
   }
 
-  /** Token rewards (with the optional KL penalty) → advantages and returns, on the GPU. */
+  /**
+   * Token rewards (with the optional KL penalty) → advantages and returns, on the GPU. The estimator runs
+   * over the advantage mask; every position the loss reads gets an advantage too, so without the loss
+   * mask the environment's tokens are trained with their episode's (GRPO, RLOO, REINFORCE++-baseline)
+   * or the next policy token's (GAE, REINFORCE++) advantage, as in verl, where one mask serves both.
+   */
   private computeAdvantages(
     batch: TrainingBatch,
     t: {
       rewardsT: Tensor;
       advMaskT: Tensor;
+      lossMaskT: Tensor;
       indexT: Tensor;
       oldLogprob: Tensor;
       refLogprob: Tensor;
@@ -844,61 +847,30 @@ export class Trainer {
     },
   ): { advantages: Tensor; returns: Tensor } {
     const c = this.config;
-    const gpu = this.gpu;
-    const { B, T } = batch;
-    // verl's in-reward KL: r − β·k(old, ref) on the policy's tokens, before any estimator.
-    const rewards =
-      c.reward.klInRewardCoef > 0
-        ? klPenaltyRewards(gpu, {
-            tokenRewards: t.rewardsT,
-            logprob: t.oldLogprob,
-            refLogprob: t.refLogprob,
-            mask: t.advMaskT,
-            beta: c.reward.klInRewardCoef,
-            kind: c.reward.klInRewardKind,
-          })
-        : t.rewardsT;
-    const outcome = { tokenRewards: rewards, mask: t.advMaskT, index: t.indexT, B, T };
-    let result: { advantages: Tensor; returns: Tensor };
-    switch (c.algorithm.name) {
-      case 'grpo':
-        result = grpoOutcomeAdvantage(gpu, { ...outcome, normByStd: true });
-        break;
-      case 'drgrpo':
-        result = grpoOutcomeAdvantage(gpu, { ...outcome, normByStd: false });
-        break;
-      case 'rloo':
-        result = rlooOutcomeAdvantage(gpu, outcome);
-        break;
-      case 'reinforce++-baseline':
-        result = reinforcePlusPlusBaselineOutcomeAdvantage(gpu, outcome);
-        break;
-      case 'reinforce++':
-        result = reinforcePlusPlusOutcomeAdvantage(gpu, {
-          tokenRewards: rewards,
-          mask: t.advMaskT,
-          B,
-          T,
-          gamma: c.algorithm.gamma,
-        });
-        break;
-      case 'ppo':
-        if (!t.values) throw new Error("PPO needs the critic's values");
-        result = gaeAdvantageReturn(gpu, {
-          tokenRewards: rewards,
-          values: t.values,
-          mask: t.advMaskT,
-          B,
-          T,
-          gamma: c.algorithm.gamma,
-          lam: c.algorithm.lam,
-        });
-        break;
-      default:
-        throw new Error(`no advantage estimator for ${c.algorithm.name}`);
-    }
-    if (rewards !== t.rewardsT) rewards.release();
-    return { advantages: result.advantages, returns: result.returns };
+    const estimator = c.algorithm.name;
+    if (estimator === 'sft') throw new Error('SFT has no advantages');
+    return advantage(this.gpu, {
+      estimator,
+      tokenRewards: t.rewardsT,
+      mask: t.advMaskT,
+      outMask: t.lossMaskT,
+      index: t.indexT,
+      values: t.values,
+      B: batch.B,
+      T: batch.T,
+      gamma: c.algorithm.gamma,
+      lam: c.algorithm.lam,
+      // verl's in-reward KL: r − β·k(old, ref) on the advantage mask's tokens, before any estimator.
+      klInReward:
+        c.reward.klInRewardCoef > 0
+          ? {
+              logprob: t.oldLogprob,
+              refLogprob: t.refLogprob,
+              beta: c.reward.klInRewardCoef,
+              kind: c.reward.klInRewardKind,
+            }
+          : null,
+    });
   }
 
   private rlMetrics(

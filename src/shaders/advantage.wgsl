@@ -5,11 +5,16 @@
 // index (group id per row) is u32 [B].
 //
 //   gae_rows          one invocation per row, backwards: GAE with the multi-turn skip (at mask = 0,
-//                     nextValue and lastGaeLam carry over unchanged). adv = raw GAE, ret = adv + v,
-//                     both 0 at mask = 0.
+//                     nextValue and lastGaeLam carry over unchanged). adv = raw GAE where mask ≠ 0,
+//                     the carried lastGaeLam (the next masked token's, verl's) where only out ≠ 0,
+//                     else 0; ret = adv + v where mask ≠ 0, else 0.
 //   discounted_rows   one invocation per row, backwards: REINFORCE++ return over policy tokens only
 //                     (Agent-R1's compaction: no reset at mask = 0, gamma advances per policy token).
-//                     ret = the return at mask = 1, 0 elsewhere.
+//                     ret = the return (carried through mask = 0) where out ≠ 0, else 0.
+//
+// `out` is the set of positions that receive an advantage: the mask, plus the positions the loss
+// reads outside it (the loss-mask ablation's environment tokens); callers pass the mask itself when
+// the two agree. The statistics (GAE's recursion, whitening) run over the mask alone.
 //   row_scores        one invocation per row: score[b] = Σ_t rewards[b, t] (all positions; rewards
 //                     only ever sit on policy tokens).
 //   group_scores      one invocation per row: its group's statistics over rows with the same index,
@@ -17,12 +22,12 @@
 //                       MODE 0 GRPO      (s − μ) / (σ_unbiased + eps)   group of one: μ = 0, σ = 1
 //                       MODE 1 Dr.GRPO / REINFORCE++-baseline   s − μ    group of one: μ = 0
 //                       MODE 2 RLOO      s − (Σ_g − s)/(G − 1)           group of one: s
-//   broadcast_rows    per token: out[i] = rowValue[row(i)] where mask ≠ 0, else 0.
+//   broadcast_rows    per token: out[i] = rowValue[row(i)] where its mask (the caller's out) ≠ 0, else 0.
 //   whiten_partial    per chunk of CHUNK tokens: (n_c, Σ_c x, M2_c = Σ_c (x − mean_c)²) over mask ≠ 0.
 //   whiten_finalize   one invocation: Chan's combination of the chunks in chunk order →
 //                     stats = [mean, scale = rsqrt(var_unbiased + 1e-8), n, var]; n ≤ 1 → mean = scale = 0
 //                     (whitening returns zeros instead of failing: the lab's choice, see the notes).
-//   whiten_apply      per token: out[i] = (x[i] − mean)·scale where mask ≠ 0, else 0.
+//   whiten_apply      per token: out[i] = (x[i] − mean)·scale where its mask (the caller's out) ≠ 0, else 0.
 //   kl_reward         per token: out[i] = rewards[i] − beta·k(logprob, ref)·mask (k1, k2, k3).
 //
 // Two-pass whitening on chunk partials instead of a workgroup tree: no barriers (slow on lavapipe
@@ -49,9 +54,10 @@ struct RowParams {
 @group(0) @binding(0) var<storage, read> ga_rewards: array<f32>;
 @group(0) @binding(1) var<storage, read> ga_values: array<f32>;
 @group(0) @binding(2) var<storage, read> ga_mask: array<f32>;
-@group(0) @binding(3) var<storage, read_write> ga_adv: array<f32>;
-@group(0) @binding(4) var<storage, read_write> ga_ret: array<f32>;
-@group(0) @binding(5) var<uniform> gap: RowParams;
+@group(0) @binding(3) var<storage, read> ga_out: array<f32>;
+@group(0) @binding(4) var<storage, read_write> ga_adv: array<f32>;
+@group(0) @binding(5) var<storage, read_write> ga_ret: array<f32>;
+@group(0) @binding(6) var<uniform> gap: RowParams;
 
 @compute @workgroup_size(64, 1, 1)
 fn gae_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -63,24 +69,25 @@ fn gae_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
   var lastGaeLam = 0.0;
   for (var t = gap.T; t > 0u; t--) {
     let i = base + t - 1u;
-    if (ga_mask[i] != 0.0) {
+    let masked = ga_mask[i] != 0.0;
+    if (masked) {
       let v = ga_values[i];
       let delta = ga_rewards[i] + gap.gamma * nextValue - v;
       lastGaeLam = delta + gap.gamma * gap.lam * lastGaeLam;
       nextValue = v;
-      ga_adv[i] = lastGaeLam;
       ga_ret[i] = lastGaeLam + v;
     } else {
-      ga_adv[i] = 0.0;
       ga_ret[i] = 0.0;
     }
+    ga_adv[i] = select(0.0, lastGaeLam, masked || ga_out[i] != 0.0);
   }
 }
 
 @group(0) @binding(0) var<storage, read> dr_rewards: array<f32>;
 @group(0) @binding(1) var<storage, read> dr_mask: array<f32>;
-@group(0) @binding(2) var<storage, read_write> dr_ret: array<f32>;
-@group(0) @binding(3) var<uniform> drp: RowParams;
+@group(0) @binding(2) var<storage, read> dr_out: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dr_ret: array<f32>;
+@group(0) @binding(4) var<uniform> drp: RowParams;
 
 @compute @workgroup_size(64, 1, 1)
 fn discounted_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -91,12 +98,11 @@ fn discounted_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
   var running = 0.0;
   for (var t = drp.T; t > 0u; t--) {
     let i = base + t - 1u;
-    if (dr_mask[i] != 0.0) {
+    let masked = dr_mask[i] != 0.0;
+    if (masked) {
       running = dr_rewards[i] + drp.gamma * running;
-      dr_ret[i] = running;
-    } else {
-      dr_ret[i] = 0.0;
     }
+    dr_ret[i] = select(0.0, running, masked || dr_out[i] != 0.0);
   }
 }
 

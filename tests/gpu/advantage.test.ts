@@ -32,7 +32,13 @@ import {
   maskedWhiten as maskedWhitenRef,
 } from '../../src/rl/core-algos.ts';
 import { getTestGpu } from '../helpers/gpu.ts';
-import { makeRlBatch, type RlBatch, uniformArray, unitRelativeError } from '../helpers/rl-batch.ts';
+import {
+  makeRlBatch,
+  type RlBatch,
+  responseOutMask,
+  uniformArray,
+  unitRelativeError,
+} from '../helpers/rl-batch.ts';
 
 const TOL = 1e-5;
 
@@ -482,6 +488,83 @@ describe('advantage (by estimator name, with the in-reward KL penalty)', () => {
       }),
     ).toThrow(/unknown estimator 'gspo'/);
     release(g.mask, g.index, g.tokenRewards, g.outcomeRewards, v, lp, ref);
+  });
+});
+
+describe('outMask: advantages on the positions the loss reads outside the mask (loss-mask ablation)', () => {
+  it('every estimator matches its twin, and on the mask equals the estimator without an outMask', async () => {
+    const gpu = await getTestGpu();
+    const [B, T] = [70, 41];
+    const N = B * T;
+    const batch = makeRlBatch(B, T, 57);
+    const outMask = responseOutMask(batch);
+    let outside = 0;
+    for (let i = 0; i < N; i++) if (outMask[i] === 1 && batch.mask[i] === 0) outside++;
+    expect(outside).toBeGreaterThan(N / 10);
+    const values = uniformArray(N, 58, -1, 1);
+    const g = upload(gpu, batch);
+    const v = gpu.upload(values, [B, T]);
+    const om = gpu.upload(outMask, [B, T]);
+    const names: AdvantageEstimator[] = [
+      'ppo',
+      'grpo',
+      'drgrpo',
+      'rloo',
+      'reinforce++',
+      'reinforce++-baseline',
+    ];
+    const [gamma, lam] = [0.97, 0.9];
+    const outs: Tensor[] = [];
+    for (const estimator of names) {
+      const r = advantage(gpu, {
+        estimator,
+        tokenRewards: g.tokenRewards,
+        mask: g.mask,
+        outMask: om,
+        index: g.index,
+        values: v,
+        B,
+        T,
+        gamma,
+        lam,
+      });
+      outs.push(r.advantages, r.returns);
+    }
+    const got = (await gpu.readMany(outs)) as Float32Array[];
+    const twin = (estimator: AdvantageEstimator, withOut: boolean) => {
+      const cpu = {
+        tokenRewards: batch.tokenRewards,
+        mask: batch.mask,
+        outMask: withOut ? outMask : undefined,
+        index: batch.index,
+        B,
+        T,
+      };
+      if (estimator === 'ppo') return computeGaeAdvantageReturn({ ...cpu, values, gamma, lam });
+      if (estimator === 'grpo' || estimator === 'drgrpo')
+        return computeGrpoOutcomeAdvantage({ ...cpu, normByStd: estimator === 'grpo' });
+      if (estimator === 'rloo') return computeRlooOutcomeAdvantage(cpu);
+      if (estimator === 'reinforce++') return computeReinforcePlusPlusOutcomeAdvantage({ ...cpu, gamma });
+      return computeReinforcePlusPlusBaselineOutcomeAdvantage(cpu);
+    };
+    names.forEach((estimator, k) => {
+      const want = twin(estimator, true);
+      const plain = twin(estimator, false);
+      expect(unitRelativeError(got[2 * k], want.advantages), `${estimator}: advantages`).toBeLessThan(TOL);
+      expect(unitRelativeError(got[2 * k + 1], want.returns), `${estimator}: returns`).toBeLessThan(TOL);
+      let filled = 0;
+      for (let i = 0; i < N; i++) {
+        if (batch.mask[i] === 1) {
+          expect(want.advantages[i], `${estimator} at ${i}`).toBe(plain.advantages[i]);
+          expect(want.returns[i], `${estimator} returns at ${i}`).toBe(plain.returns[i]);
+        } else if (outMask[i] === 0) {
+          expect(got[2 * k][i], `${estimator} outside mask ∪ outMask at ${i}`).toBe(0);
+        } else if (want.advantages[i] !== 0) filled++;
+      }
+      // The environment positions now carry advantages (the ablation trains them).
+      expect(filled, estimator).toBeGreaterThan(outside / 2);
+    });
+    release(g.mask, g.index, g.tokenRewards, g.outcomeRewards, v, om);
   });
 });
 

@@ -143,3 +143,25 @@ export function scaledRelativeError(
   }
   return worst;
 }
+
+/**
+ * An outMask as the loss-mask ablation makes one: per row, every position from its first policy token
+ * to two past its last (environment tokens between turns and a cut turn's trailing glue), and the first
+ * two positions of a row with no policy token (an episode cut before its first policy token).
+ */
+export function responseOutMask(batch: RlBatch): Float32Array {
+  const { B, T, mask } = batch;
+  const out = new Float32Array(B * T);
+  for (let b = 0; b < B; b++) {
+    let first = -1;
+    let last = -1;
+    for (let t = 0; t < T; t++)
+      if (mask[b * T + t] === 1) {
+        if (first < 0) first = t;
+        last = t;
+      }
+    const [lo, hi] = first < 0 ? [0, Math.min(T, 2) - 1] : [first, Math.min(T - 1, last + 2)];
+    for (let t = lo; t <= hi; t++) out[b * T + t] = 1;
+  }
+  return out;
+}

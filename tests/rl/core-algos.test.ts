@@ -370,6 +370,113 @@ describe('GRPO / RLOO / REINFORCE++', () => {
   });
 });
 
+describe('outMask: the positions the loss reads outside the mask (loss-mask ablation)', () => {
+  // One episode: prompt, policy, policy, two environment tokens, policy (the answer, reward 1).
+  const mask = [0, 1, 1, 0, 0, 1];
+  const outMask = [0, 1, 1, 1, 1, 1];
+  const tokenRewards = [0, 0, 0, 0, 0, 1];
+  // Values at mask = 0 positions are never read.
+  const values = [9, 0.2, 0.4, 9, 9, 0.7];
+
+  it("GAE: an environment token carries the next policy token's advantage; returns only on the mask", () => {
+    // γ = 1, λ = 0.5, backwards: t5 δ = 1 − 0.7 = 0.3, A = 0.3; t4, t3 carry 0.3;
+    // t2 δ = 0.7 − 0.4 = 0.3, A = 0.3 + 0.5·0.3 = 0.45; t1 δ = 0.4 − 0.2 = 0.2, A = 0.2 + 0.5·0.45 = 0.425.
+    const r = computeGaeAdvantageReturn({
+      tokenRewards,
+      values,
+      mask,
+      outMask,
+      B: 1,
+      T: 6,
+      gamma: 1,
+      lam: 0.5,
+      whiten: false,
+    });
+    expectAllClose(r.advantages, [0, 0.425, 0.45, 0.3, 0.3, 0.3], 1e-12);
+    expectAllClose(r.returns, [0, 0.625, 0.85, 0, 0, 1], 1e-12);
+    const plain = computeGaeAdvantageReturn({
+      tokenRewards,
+      values,
+      mask,
+      B: 1,
+      T: 6,
+      gamma: 1,
+      lam: 0.5,
+      whiten: false,
+    });
+    expectAllClose(plain.advantages, [0, 0.425, 0.45, 0, 0, 0.3], 1e-12);
+    // Whitened with the mask's statistics: the carried positions equal the token they carry from.
+    const w = computeGaeAdvantageReturn({
+      tokenRewards,
+      values,
+      mask,
+      outMask,
+      B: 1,
+      T: 6,
+      gamma: 1,
+      lam: 0.5,
+    });
+    const wPlain = computeGaeAdvantageReturn({ tokenRewards, values, mask, B: 1, T: 6, gamma: 1, lam: 0.5 });
+    for (const t of [1, 2, 5]) expect(w.advantages[t]).toBe(wPlain.advantages[t]);
+    expect(w.advantages[3]).toBe(w.advantages[5]);
+    expect(w.advantages[4]).toBe(w.advantages[5]);
+    expect(w.advantages[0]).toBe(0);
+  });
+
+  it("REINFORCE++: an environment token carries the next policy token's return", () => {
+    const r = computeReinforcePlusPlusOutcomeAdvantage({
+      tokenRewards,
+      mask,
+      outMask,
+      B: 1,
+      T: 6,
+      gamma: 0.9,
+    });
+    expectAllClose(r.returns, [0, 0.81, 0.9, 1, 1, 1], 1e-12);
+    const plain = computeReinforcePlusPlusOutcomeAdvantage({ tokenRewards, mask, B: 1, T: 6, gamma: 0.9 });
+    for (const t of [1, 2, 5]) expect(r.advantages[t]).toBe(plain.advantages[t]);
+    expect(r.advantages[3]).toBe(r.advantages[5]);
+    expect(r.advantages[5]).toBeGreaterThan(0);
+    expect(r.advantages[0]).toBe(0);
+  });
+
+  it("GRPO, RLOO, REINFORCE++-baseline: every outMask position gets its row's advantage", () => {
+    // Two samples of one question: rewards 1 and 0. GRPO: mean 0.5, unbiased std √0.5, so ±0.5/(√0.5 + ε).
+    const m2 = [1, 0, 1, 0, 1, 1, 0, 0];
+    const o2 = [1, 1, 1, 1, 0, 0, 1, 0];
+    const r2 = [0, 0, 1, 0, 0, 0, 0, 0];
+    const args = { tokenRewards: r2, mask: m2, outMask: o2, index: [7, 7], B: 2, T: 4 };
+    const a = 0.5 / (Math.SQRT1_2 + 1e-6);
+    expectAllClose(computeGrpoOutcomeAdvantage(args).advantages, [a, a, a, a, -a, -a, -a, 0], 1e-12);
+    expectAllClose(computeRlooOutcomeAdvantage(args).advantages, [1, 1, 1, 1, -1, -1, -1, 0], 1e-12);
+    const base = computeReinforcePlusPlusBaselineOutcomeAdvantage(args).advantages;
+    const basePlain = computeReinforcePlusPlusBaselineOutcomeAdvantage({
+      ...args,
+      outMask: undefined,
+    }).advantages;
+    for (let i = 0; i < 8; i++) {
+      if (m2[i] === 1) expect(base[i]).toBe(basePlain[i]);
+      else expect(base[i]).toBe(o2[i] === 1 ? base[i < 4 ? 0 : 4] : 0);
+    }
+  });
+
+  it('rejects an outMask that is not a 0/1 mask of the batch', () => {
+    expect(() =>
+      computeGrpoOutcomeAdvantage({
+        tokenRewards,
+        mask,
+        outMask: [0, 1, 2, 0, 0, 1],
+        index: [0],
+        B: 1,
+        T: 6,
+      }),
+    ).toThrow(/outMask\[2\] = 2/);
+    expect(() =>
+      computeRlooOutcomeAdvantage({ tokenRewards, mask, outMask: [1, 1], index: [0], B: 1, T: 6 }),
+    ).toThrow(RlInputError);
+  });
+});
+
 describe('KL', () => {
   it('k1, k2, k3 by hand, k3 clamps, derivatives by finite differences', () => {
     const lp = [-1, -2, -0.5, -30, 0];

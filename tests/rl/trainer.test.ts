@@ -25,7 +25,13 @@ import {
   traceTokenPool,
 } from '../../src/rl/sft.ts';
 import { memoryStorage, readText } from '../../src/rl/storage.ts';
-import { episodeReward, type StepMetrics, Trainer, trainingMemoryPlan } from '../../src/rl/trainer.ts';
+import {
+  episodeReward,
+  type StepMetrics,
+  Trainer,
+  trainingMemoryPlan,
+  type UpdateArrays,
+} from '../../src/rl/trainer.ts';
 import { getTestGpu } from '../helpers/gpu.ts';
 import { loadSavedCheckpoint, logitGap } from '../helpers/saved-checkpoint.ts';
 
@@ -43,6 +49,13 @@ function timeless(m: StepMetrics): StepMetrics {
   return Object.fromEntries(
     Object.entries(m).filter(([k]) => !k.startsWith('time/') && !k.startsWith('perf/')),
   );
+}
+
+/** GRPO's advantage of row b: the value on its policy positions (one per row). */
+function rowAdvantage(batch: TrainingBatch, advantages: Float32Array, b: number): number {
+  const { T } = batch;
+  for (let j = 0; j < T; j++) if (batch.advMask[b * T + j] === 1) return advantages[b * T + j];
+  return 0;
 }
 
 beforeAll(async () => {
@@ -156,6 +169,27 @@ describe('trainer', () => {
     },
   );
 
+  it("PPO's value loss under seq-mean-token-sum-norm divides by the longest response, as the actor's does", async () => {
+    // The same first step (same rollouts, the same untrained critic) under two aggregations: the value
+    // loss is Σ/L for one and Σ/(tokens) for the other, so their ratio is tokens / L.
+    const run = async (mode: 'token-mean' | 'seq-mean-token-sum-norm') => {
+      const t = await make(
+        microConfig((c) => {
+          c.algorithm.name = 'ppo';
+          c.actor.lossAggMode = mode;
+        }),
+      );
+      let seen: TrainingBatch | null = null;
+      const m = await t.trainStep({ onBatch: (b) => (seen = b) });
+      return { vf: m['critic/vf_loss'] as number, batch: seen as unknown as TrainingBatch };
+    };
+    const a = await run('token-mean');
+    const b = await run('seq-mean-token-sum-norm');
+    const tokens = a.batch.advMask.reduce((s, x) => s + x, 0);
+    expect(b.batch.maxResponseLength).toBeLessThan(b.batch.T);
+    expect(b.vf / a.vf).toBeCloseTo(tokens / b.batch.maxResponseLength, 4);
+  });
+
   it.each(['gspo', 'cispo'] as const)('GRPO with the %s policy loss runs a finite step', async (loss) => {
     const t = await make(microConfig((c) => (c.actor.policyLoss = loss)));
     const m = await t.trainStep();
@@ -231,6 +265,78 @@ describe('trainer', () => {
     for (const [name, w] of before) expect(after.get(name)!.data, name).toEqual(w.data);
     expect((await t.actorOpt.state()).params).toEqual({}); // never stepped: no moments at all
   });
+
+  it('reward.processWeight weights the process rewards the update trains on, as the metrics and the filter do', async () => {
+    const t = await make(
+      microConfig((c) => {
+        c.rollout.questionsPerStep = 4;
+        c.reward.processWeight = 0.5;
+      }),
+    );
+    // A real check needs a step with process rewards: the first of a few.
+    for (let step = 1; ; step++) {
+      let seen: TrainingBatch | null = null;
+      await t.trainStep({ onBatch: (b) => (seen = b) });
+      const batch = seen as unknown as TrainingBatch;
+      const trajectories = t.lastTrajectories;
+      expect(batch.B).toBe(trajectories.length);
+      let withProcess = 0;
+      trajectories.forEach((tr, b) => {
+        let sum = 0;
+        for (let j = 0; j < batch.T; j++) sum += batch.rewards[b * batch.T + j];
+        expect(sum, `row ${b}`).toBeCloseTo(episodeReward(tr, 0.5), 5);
+        if (tr.processRewards.some((p) => p.total !== 0)) withProcess++;
+      });
+      if (withProcess > 0) break;
+      expect(step, 'no step of 4 had a process reward').toBeLessThan(4);
+    }
+  }, 400_000);
+
+  it('ablation.lossMask false: environment tokens are trained with their episode’s (GRPO) or the next policy token’s (REINFORCE++) advantage', async () => {
+    for (const name of ['grpo', 'reinforce++'] as const) {
+      const t = await make(
+        microConfig((c) => {
+          c.algorithm.name = name;
+          c.ablation.lossMask = false;
+          c.rollout.questionsPerStep = 4;
+          c.reward.processWeight = 1; // search rewards: the micro turns are too short to answer
+        }),
+      );
+      // The check is a real one only on a step whose rewards differ: the first such step of a few.
+      for (let step = 1; ; step++) {
+        let seen: UpdateArrays | null = null;
+        await t.trainStep({ onUpdateArrays: (a) => (seen = a) });
+        const { batch, advantages } = seen as unknown as UpdateArrays;
+        const { B, T } = batch;
+        let envTrained = 0;
+        // REINFORCE++ after a row's last policy token: the carried return is 0, whitened like the rest
+        // (−μ/σ of the batch), the same at every such position.
+        let trailing: number | null = null;
+        for (let b = 0; b < B; b++) {
+          let next: number | null = null; // the advantage of the row's next policy position (backwards scan)
+          for (let j = T - 1; j >= 0; j--) {
+            const i = b * T + j;
+            if (batch.advMask[i] === 1) {
+              expect(batch.policyMask[i]).toBe(1);
+              next = advantages[i];
+            } else if (batch.lossMask[i] === 1) {
+              // An environment position the loss reads: the row's (GRPO) or the carried (REINFORCE++) value.
+              if (name === 'grpo')
+                expect(advantages[i], `row ${b} position ${j}`).toBe(rowAdvantage(batch, advantages, b));
+              else if (next !== null) expect(advantages[i], `row ${b} position ${j}`).toBe(next);
+              else {
+                trailing ??= advantages[i];
+                expect(advantages[i], `row ${b} position ${j} (trailing)`).toBe(trailing);
+              }
+              if (advantages[i] !== 0) envTrained++;
+            } else expect(advantages[i]).toBe(0);
+          }
+        }
+        if (envTrained > 0) break;
+        expect(step, `${name}: no step of 4 trained an environment token`).toBeLessThan(4);
+      }
+    }
+  }, 400_000);
 
   it('critic.warmupSteps: the first steps train the critic alone; the actor then starts from ratio 1 and KL 0', async () => {
     const t = await make(

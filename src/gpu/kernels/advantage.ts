@@ -5,7 +5,12 @@
 // Shapes (B rows padded to T positions, N = B*T, flattened row-major):
 //   tokenRewards, values, mask, logprob, refLogprob: f32 [N] (or [B, T]); mask is 0/1
 //   index: u32 [B] (group id per row)
-//   → { advantages, returns }: f32 [B, T], 0 at mask = 0 positions
+//   outMask (optional, f32 [N]): the positions that receive an advantage, the mask plus the positions
+//     the loss reads outside it (the loss-mask ablation's environment tokens); default the mask.
+//     Statistics (GAE's recursion, group scores, whitening) run over the mask alone; at an outMask
+//     position outside the mask the value is the one carried from the next masked token (GAE,
+//     REINFORCE++, as verl's recursions carry it) or the row's (group estimators).
+//   → { advantages, returns }: f32 [B, T], 0 outside mask ∪ outMask
 //
 //   gaeAdvantageReturn         GAE with the multi-turn skip; returns = raw GAE + values; advantages
 //                              whitened over the mask (whiten = true)
@@ -70,10 +75,11 @@ function kernel(gpu: Gpu, entryPoint: string, constants?: Record<string, number>
 // ---------------------------------------------------------------- whitening
 
 /**
- * Records masked whitening of x into `out` (both [N]); the mask is 0/1. Three dispatches: chunk
- * partials, one finalize invocation, the elementwise apply. `out` may not be x or mask.
+ * Records masked whitening of x into `out` (both [N]): statistics over `mask`, applied where
+ * `applyMask` ≠ 0 (default the mask), 0 elsewhere. Masks are 0/1. Three dispatches: chunk partials,
+ * one finalize invocation, the elementwise apply. `out` may not be x or a mask.
  */
-function whitenInto(gpu: Gpu, x: Tensor, mask: Tensor, out: Tensor, N: number): void {
+function whitenInto(gpu: Gpu, x: Tensor, mask: Tensor, out: Tensor, N: number, applyMask = mask): void {
   if (N === 0) return;
   const chunks = Math.ceil(N / WHITEN_CHUNK);
   const params = gpu.uniform('uu', [N, chunks]);
@@ -81,7 +87,7 @@ function whitenInto(gpu: Gpu, x: Tensor, mask: Tensor, out: Tensor, N: number): 
   const stats = gpu.empty([4], 'f32', 'whiten.stats');
   gpu.dispatch(kernel(gpu, 'whiten_partial'), [x, mask, partial, params], gridFor(gpu, chunks), 2 * N);
   gpu.dispatch(kernel(gpu, 'whiten_finalize'), [partial, stats, params], [1], chunks);
-  gpu.dispatch(kernel(gpu, 'whiten_apply'), [x, mask, stats, out, params], gridFor(gpu, N), N);
+  gpu.dispatch(kernel(gpu, 'whiten_apply'), [x, applyMask, stats, out, params], gridFor(gpu, N), N);
   partial.release();
   stats.release();
 }
@@ -103,6 +109,8 @@ export interface GaeArgs {
   tokenRewards: Tensor;
   values: Tensor;
   mask: Tensor;
+  /** The positions that receive an advantage (see the header); default the mask. */
+  outMask?: Tensor;
   B: number;
   T: number;
   gamma: number;
@@ -119,6 +127,8 @@ export function gaeAdvantageReturn(gpu: Gpu, args: GaeArgs): AdvantageResult {
   checkTokens(op, 'tokenRewards', args.tokenRewards, B, T);
   checkTokens(op, 'values', args.values, B, T);
   checkTokens(op, 'mask', args.mask, B, T);
+  const outMask = args.outMask ?? args.mask;
+  checkTokens(op, 'outMask', outMask, B, T);
   checkFinite(op, 'gamma', gamma);
   checkFinite(op, 'lam', lam);
   const whiten = args.whiten ?? true;
@@ -127,13 +137,21 @@ export function gaeAdvantageReturn(gpu: Gpu, args: GaeArgs): AdvantageResult {
   if (B * T === 0) return { advantages: raw, returns };
   gpu.dispatch(
     kernel(gpu, 'gae_rows'),
-    [args.tokenRewards, args.values, args.mask, raw, returns, gpu.uniform('uuff', [B, T, gamma, lam])],
+    [
+      args.tokenRewards,
+      args.values,
+      args.mask,
+      outMask,
+      raw,
+      returns,
+      gpu.uniform('uuff', [B, T, gamma, lam]),
+    ],
     gridFor(gpu, B),
     4 * B * T,
   );
   if (!whiten) return { advantages: raw, returns };
   const advantages = gpu.empty([B, T], 'f32', 'gae.advantages');
-  whitenInto(gpu, raw, args.mask, advantages, B * T);
+  whitenInto(gpu, raw, args.mask, advantages, B * T, outMask);
   raw.release();
   return { advantages, returns };
 }
@@ -143,6 +161,8 @@ export function gaeAdvantageReturn(gpu: Gpu, args: GaeArgs): AdvantageResult {
 export interface OutcomeArgs {
   tokenRewards: Tensor;
   mask: Tensor;
+  /** The positions that receive the row's advantage (see the header); default the mask. */
+  outMask?: Tensor;
   /** u32 [B]: rows with the same id are the samples of one prompt. */
   index: Tensor;
   B: number;
@@ -151,7 +171,7 @@ export interface OutcomeArgs {
 
 const GROUP_MODE = { grpo: 0, mean: 1, rloo: 2 } as const;
 
-/** Per-row group-normalised scores [B], broadcast to the mask into a fresh [B, T] tensor. */
+/** Per-row group-normalised scores [B], broadcast to the outMask into a fresh [B, T] tensor. */
 function groupAdvantage(
   gpu: Gpu,
   op: string,
@@ -164,6 +184,8 @@ function groupAdvantage(
   checkBT(op, B, T);
   checkTokens(op, 'tokenRewards', args.tokenRewards, B, T);
   checkTokens(op, 'mask', args.mask, B, T);
+  const outMask = args.outMask ?? args.mask;
+  checkTokens(op, 'outMask', outMask, B, T);
   checkIndex(op, args.index, B);
   checkFinite(op, 'epsilon', epsilon);
   const out = gpu.empty([B, T], 'f32', label);
@@ -180,7 +202,7 @@ function groupAdvantage(
   );
   gpu.dispatch(
     kernel(gpu, 'broadcast_rows'),
-    [rowAdv, args.mask, out, gpu.uniform('uu', [B * T, T])],
+    [rowAdv, outMask, out, gpu.uniform('uu', [B * T, T])],
     gridFor(gpu, B * T),
     B * T,
   );
@@ -221,7 +243,7 @@ export function reinforcePlusPlusBaselineOutcomeAdvantage(gpu: Gpu, args: Outcom
   const op = 'reinforcePlusPlusBaselineOutcomeAdvantage';
   const centred = groupAdvantage(gpu, op, args, 'mean', 0, 'rpp-baseline.centred');
   const advantages = gpu.empty([args.B, args.T], 'f32', 'rpp-baseline.advantages');
-  whitenInto(gpu, centred, args.mask, advantages, args.B * args.T);
+  whitenInto(gpu, centred, args.mask, advantages, args.B * args.T, args.outMask ?? args.mask);
   centred.release();
   return { advantages, returns: advantages };
 }
@@ -229,6 +251,8 @@ export function reinforcePlusPlusBaselineOutcomeAdvantage(gpu: Gpu, args: Outcom
 export interface ReinforcePlusPlusArgs {
   tokenRewards: Tensor;
   mask: Tensor;
+  /** The positions that receive an advantage (see the header); default the mask. */
+  outMask?: Tensor;
   B: number;
   T: number;
   gamma: number;
@@ -241,17 +265,19 @@ export function reinforcePlusPlusOutcomeAdvantage(gpu: Gpu, args: ReinforcePlusP
   checkBT(op, B, T);
   checkTokens(op, 'tokenRewards', args.tokenRewards, B, T);
   checkTokens(op, 'mask', args.mask, B, T);
+  const outMask = args.outMask ?? args.mask;
+  checkTokens(op, 'outMask', outMask, B, T);
   checkFinite(op, 'gamma', gamma);
   const returns = gpu.empty([B, T], 'f32', 'rpp.returns');
   const advantages = gpu.empty([B, T], 'f32', 'rpp.advantages');
   if (B * T === 0) return { advantages, returns };
   gpu.dispatch(
     kernel(gpu, 'discounted_rows'),
-    [args.tokenRewards, args.mask, returns, gpu.uniform('uuff', [B, T, gamma, 0])],
+    [args.tokenRewards, args.mask, outMask, returns, gpu.uniform('uuff', [B, T, gamma, 0])],
     gridFor(gpu, B),
     2 * B * T,
   );
-  whitenInto(gpu, returns, args.mask, advantages, B * T);
+  whitenInto(gpu, returns, args.mask, advantages, B * T, outMask);
   return { advantages, returns };
 }
 
@@ -315,6 +341,8 @@ export interface AdvantageArgs {
   estimator: AdvantageEstimator;
   tokenRewards: Tensor;
   mask: Tensor;
+  /** The positions that receive an advantage (see the header); default the mask. */
+  outMask?: Tensor;
   /** u32 [B]; required by grpo, drgrpo, rloo and reinforce++-baseline. */
   index?: Tensor | null;
   /** Old values [N]; required by GAE. */
@@ -339,7 +367,7 @@ export interface AdvantageArgs {
  */
 export function advantage(gpu: Gpu, args: AdvantageArgs): AdvantageResult {
   const op = 'advantage';
-  const { estimator, mask, B, T } = args;
+  const { estimator, mask, outMask, B, T } = args;
   const gamma = args.gamma ?? 1;
   const lam = args.lam ?? 1;
   const needIndex = (): Tensor => {
@@ -377,6 +405,7 @@ export function advantage(gpu: Gpu, args: AdvantageArgs): AdvantageResult {
         tokenRewards,
         values: args.values as Tensor,
         mask,
+        outMask,
         B,
         T,
         gamma,
@@ -389,6 +418,7 @@ export function advantage(gpu: Gpu, args: AdvantageArgs): AdvantageResult {
       result = grpoOutcomeAdvantage(gpu, {
         tokenRewards,
         mask,
+        outMask,
         index: needIndex(),
         B,
         T,
@@ -397,15 +427,16 @@ export function advantage(gpu: Gpu, args: AdvantageArgs): AdvantageResult {
       });
       break;
     case 'rloo':
-      result = rlooOutcomeAdvantage(gpu, { tokenRewards, mask, index: needIndex(), B, T });
+      result = rlooOutcomeAdvantage(gpu, { tokenRewards, mask, outMask, index: needIndex(), B, T });
       break;
     case 'reinforce++':
-      result = reinforcePlusPlusOutcomeAdvantage(gpu, { tokenRewards, mask, B, T, gamma });
+      result = reinforcePlusPlusOutcomeAdvantage(gpu, { tokenRewards, mask, outMask, B, T, gamma });
       break;
     default:
       result = reinforcePlusPlusBaselineOutcomeAdvantage(gpu, {
         tokenRewards,
         mask,
+        outMask,
         index: needIndex(),
         B,
         T,
