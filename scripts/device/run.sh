@@ -129,7 +129,7 @@ for part in "${parts[@]}"; do
     if [[ -z $warm ]]; then
       echo "== learn: the SFT left no checkpoint, no RL" | tee -a "$OUT/learn.log"
     else
-      learn_runs=(${LEARN_RUNS:-ppo-worlds-32x8-warmup ppo-worlds-32x8-warmup-no-adv-mask ppo-worlds-32x8-warmup-seed2 ppo-worlds-32x8-warmup-no-adv-mask-seed2 ppo-worlds-32x8-seed2 ppo-worlds-32x8-no-adv-mask-seed2})
+      learn_runs=(${LEARN_RUNS:-ppo-worlds-32x8-warmup ppo-worlds-32x8-warmup-no-adv-mask ppo-worlds-32x8-warmup-seed2 ppo-worlds-32x8-warmup-no-adv-mask-seed2 reinforce-pp-worlds-32x8-filter-no-loss-mask grpo-worlds-filter-32x8-no-loss-mask})
       # The runs share one GPU, and each process's memory planner sees the whole of it: each gets an
       # equal share of 85 % of the GPU's memory (--memory-budget), so an update that would not fit
       # beside the others is split into micro-batches instead of failing.

@@ -69,6 +69,40 @@ function release(...tensors: Tensor[]): void {
   for (const t of tensors) t.release();
 }
 
+const ESTIMATORS: AdvantageEstimator[] = [
+  'gae',
+  'ppo',
+  'grpo',
+  'drgrpo',
+  'rloo',
+  'reinforce++',
+  'reinforce++-baseline',
+];
+
+/** The CPU twin of `advantage()` for one estimator name. */
+function twinAdvantage(
+  estimator: AdvantageEstimator,
+  cpu: {
+    tokenRewards: ArrayLike<number>;
+    mask: ArrayLike<number>;
+    outMask?: ArrayLike<number>;
+    index: ArrayLike<number>;
+    B: number;
+    T: number;
+  },
+  values: ArrayLike<number>,
+  gamma: number,
+  lam: number,
+) {
+  if (estimator === 'gae' || estimator === 'ppo')
+    return computeGaeAdvantageReturn({ ...cpu, values, gamma, lam });
+  if (estimator === 'grpo' || estimator === 'drgrpo')
+    return computeGrpoOutcomeAdvantage({ ...cpu, normByStd: estimator === 'grpo' });
+  if (estimator === 'rloo') return computeRlooOutcomeAdvantage(cpu);
+  if (estimator === 'reinforce++') return computeReinforcePlusPlusOutcomeAdvantage({ ...cpu, gamma });
+  return computeReinforcePlusPlusBaselineOutcomeAdvantage(cpu);
+}
+
 describe('GAE', () => {
   for (const [B, T] of SHAPES) {
     it(`matches computeGaeAdvantageReturn, whitened and raw, B=${B} T=${T} (tol ${TOL})`, async () => {
@@ -389,15 +423,7 @@ describe('advantage (by estimator name, with the in-reward KL penalty)', () => {
     const v = gpu.upload(values, [B, T]);
     const lp = gpu.upload(logprob, [B, T]);
     const ref = gpu.upload(refLogprob, [B, T]);
-    const names: AdvantageEstimator[] = [
-      'gae',
-      'ppo',
-      'grpo',
-      'drgrpo',
-      'rloo',
-      'reinforce++',
-      'reinforce++-baseline',
-    ];
+    const names = ESTIMATORS;
     const [gamma, lam, beta] = [0.95, 0.9, 0.2];
     const outs: Tensor[] = [];
     for (const estimator of names) {
@@ -449,16 +475,7 @@ describe('advantage (by estimator name, with the in-reward KL penalty)', () => {
       for (const withKl of [false, true]) {
         const tokenRewards = withKl ? penalisedRewards : batch.tokenRewards;
         const cpu = { tokenRewards, mask: batch.mask, index: batch.index, B, T };
-        const want =
-          estimator === 'gae' || estimator === 'ppo'
-            ? computeGaeAdvantageReturn({ ...cpu, values, gamma, lam })
-            : estimator === 'grpo' || estimator === 'drgrpo'
-              ? computeGrpoOutcomeAdvantage({ ...cpu, normByStd: estimator === 'grpo' })
-              : estimator === 'rloo'
-                ? computeRlooOutcomeAdvantage(cpu)
-                : estimator === 'reinforce++'
-                  ? computeReinforcePlusPlusOutcomeAdvantage({ ...cpu, gamma })
-                  : computeReinforcePlusPlusBaselineOutcomeAdvantage(cpu);
+        const want = twinAdvantage(estimator, cpu, values, gamma, lam);
         const what = `${estimator}${withKl ? ' +kl' : ''}`;
         // GRPO divides by the group std: scores that nearly agree (equal outcomes minus small KL
         // terms) make it ill-conditioned, and one f32 ulp of a score (2^-24·|s|) becomes 2^-24·|s|/σ
@@ -505,14 +522,7 @@ describe('outMask: advantages on the positions the loss reads outside the mask (
     const g = upload(gpu, batch);
     const v = gpu.upload(values, [B, T]);
     const om = gpu.upload(outMask, [B, T]);
-    const names: AdvantageEstimator[] = [
-      'ppo',
-      'grpo',
-      'drgrpo',
-      'rloo',
-      'reinforce++',
-      'reinforce++-baseline',
-    ];
+    const names = ESTIMATORS.filter((n) => n !== 'gae'); // 'gae' is 'ppo'
     const [gamma, lam] = [0.97, 0.9];
     const outs: Tensor[] = [];
     for (const estimator of names) {
@@ -531,22 +541,14 @@ describe('outMask: advantages on the positions the loss reads outside the mask (
       outs.push(r.advantages, r.returns);
     }
     const got = (await gpu.readMany(outs)) as Float32Array[];
-    const twin = (estimator: AdvantageEstimator, withOut: boolean) => {
-      const cpu = {
-        tokenRewards: batch.tokenRewards,
-        mask: batch.mask,
-        outMask: withOut ? outMask : undefined,
-        index: batch.index,
-        B,
-        T,
-      };
-      if (estimator === 'ppo') return computeGaeAdvantageReturn({ ...cpu, values, gamma, lam });
-      if (estimator === 'grpo' || estimator === 'drgrpo')
-        return computeGrpoOutcomeAdvantage({ ...cpu, normByStd: estimator === 'grpo' });
-      if (estimator === 'rloo') return computeRlooOutcomeAdvantage(cpu);
-      if (estimator === 'reinforce++') return computeReinforcePlusPlusOutcomeAdvantage({ ...cpu, gamma });
-      return computeReinforcePlusPlusBaselineOutcomeAdvantage(cpu);
-    };
+    const twin = (estimator: AdvantageEstimator, withOut: boolean) =>
+      twinAdvantage(
+        estimator,
+        { ...batch, tokenRewards: batch.tokenRewards, outMask: withOut ? outMask : undefined },
+        values,
+        gamma,
+        lam,
+      );
     names.forEach((estimator, k) => {
       const want = twin(estimator, true);
       const plain = twin(estimator, false);

@@ -381,42 +381,15 @@ describe('outMask: the positions the loss reads outside the mask (loss-mask abla
   it("GAE: an environment token carries the next policy token's advantage; returns only on the mask", () => {
     // γ = 1, λ = 0.5, backwards: t5 δ = 1 − 0.7 = 0.3, A = 0.3; t4, t3 carry 0.3;
     // t2 δ = 0.7 − 0.4 = 0.3, A = 0.3 + 0.5·0.3 = 0.45; t1 δ = 0.4 − 0.2 = 0.2, A = 0.2 + 0.5·0.45 = 0.425.
-    const r = computeGaeAdvantageReturn({
-      tokenRewards,
-      values,
-      mask,
-      outMask,
-      B: 1,
-      T: 6,
-      gamma: 1,
-      lam: 0.5,
-      whiten: false,
-    });
+    const gae = (extra: { outMask?: number[]; whiten?: boolean }) =>
+      computeGaeAdvantageReturn({ tokenRewards, values, mask, B: 1, T: 6, gamma: 1, lam: 0.5, ...extra });
+    const r = gae({ outMask, whiten: false });
     expectAllClose(r.advantages, [0, 0.425, 0.45, 0.3, 0.3, 0.3], 1e-12);
     expectAllClose(r.returns, [0, 0.625, 0.85, 0, 0, 1], 1e-12);
-    const plain = computeGaeAdvantageReturn({
-      tokenRewards,
-      values,
-      mask,
-      B: 1,
-      T: 6,
-      gamma: 1,
-      lam: 0.5,
-      whiten: false,
-    });
-    expectAllClose(plain.advantages, [0, 0.425, 0.45, 0, 0, 0.3], 1e-12);
+    expectAllClose(gae({ whiten: false }).advantages, [0, 0.425, 0.45, 0, 0, 0.3], 1e-12);
     // Whitened with the mask's statistics: the carried positions equal the token they carry from.
-    const w = computeGaeAdvantageReturn({
-      tokenRewards,
-      values,
-      mask,
-      outMask,
-      B: 1,
-      T: 6,
-      gamma: 1,
-      lam: 0.5,
-    });
-    const wPlain = computeGaeAdvantageReturn({ tokenRewards, values, mask, B: 1, T: 6, gamma: 1, lam: 0.5 });
+    const w = gae({ outMask });
+    const wPlain = gae({});
     for (const t of [1, 2, 5]) expect(w.advantages[t]).toBe(wPlain.advantages[t]);
     expect(w.advantages[3]).toBe(w.advantages[5]);
     expect(w.advantages[4]).toBe(w.advantages[5]);
