@@ -853,7 +853,9 @@ export class Trainer {
       estimator,
       tokenRewards: t.rewardsT,
       mask: t.advMaskT,
-      outMask: t.lossMaskT,
+      // mask ∪ loss mask, which the kernels' outMask must be: one mask contains the other (the loss
+      // mask without the advantage-mask ablation, the advantage mask with it).
+      outMask: c.ablation.advantageMask ? t.lossMaskT : t.advMaskT,
       index: t.indexT,
       values: t.values,
       B: batch.B,

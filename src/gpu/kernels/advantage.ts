@@ -6,7 +6,9 @@
 //   tokenRewards, values, mask, logprob, refLogprob: f32 [N] (or [B, T]); mask is 0/1
 //   index: u32 [B] (group id per row)
 //   outMask (optional, f32 [N]): the positions that receive an advantage, the mask plus the positions
-//     the loss reads outside it (the loss-mask ablation's environment tokens); default the mask.
+//     the loss reads outside it (the loss-mask ablation's environment tokens); default the mask. It
+//     must contain the mask (the CPU twin writes mask ∪ outMask; broadcast and whitening here write
+//     outMask alone).
 //     Statistics (GAE's recursion, group scores, whitening) run over the mask alone; at an outMask
 //     position outside the mask the value is the one carried from the next masked token (GAE,
 //     REINFORCE++, as verl's recursions carry it) or the row's (group estimators).
