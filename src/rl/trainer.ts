@@ -634,44 +634,55 @@ export class Trainer {
     }
     lap('update');
 
-    // critic
-    let valueStats: Float32Array | null = null;
+    // critic: the actor's epochs × mini-batches, as verl's critic (its ppo_epochs and mini-batch size
+    // default to the actor's). With one update per step its values equal the old ones and the value
+    // clip (critic.clipRangeValue) cannot act; from the second update on it bounds the move.
+    const valueStatsAll: Float32Array[] = [];
     if (this.critic && this.criticOpt && oldValues && returns) {
       hooks.onPhase?.('critic', step);
       const critic = this.critic;
-      const globals = { ...lossDenominators(batch.advMask, T, 0, B), maxLen: batch.maxResponseLength };
-      critic.zeroGrad();
-      const stats = this.eachMicroBatch(batch, ranges, (sub, m0) => {
-        const vf = critic.forward(sub.tokens);
-        const view = this.rowView(batch, sub, m0);
-        const vl = valueLoss(gpu, {
-          vpreds: vf.values,
-          oldValues: view(oldValues!),
-          returns: view(returns!),
-          mask: view(advMaskT),
-          B: sub.B,
-          T,
-          clipRangeValue: c.critic.clipRangeValue,
-          mode: c.actor.lossAggMode,
-          globals,
-        });
-        critic.backward(vf, vl.gValue);
-        vf.release();
-        vl.gValue.release();
-        view.release();
-        return vl.stats;
-      });
-      const grads = [...critic.grads().values()];
-      const norm = gradNorm(gpu, grads, { maxNorm: c.critic.maxGradNorm });
-      const [s, info] = await Promise.all([this.readStats(stats, mergeValueStats), readGradNorm(gpu, norm)]);
-      valueStats = s;
-      if (Number.isFinite(s[0]) && !info.nonFinite)
-        this.criticOpt.step(critic.grads(), { gradNorm: norm, lr: this.lrAt(step, c.critic.lr) });
-      else skipped++;
-      norm.release();
+      for (let epoch = 0; epoch < c.actor.ppoEpochs; epoch++) {
+        for (let mb = 0; mb < c.actor.miniBatches; mb++) {
+          const globals = {
+            ...lossDenominators(batch.advMask, T, mb * rowsPer, (mb + 1) * rowsPer),
+            maxLen: batch.maxResponseLength,
+          };
+          critic.zeroGrad();
+          const stats = this.eachMicroBatch(batch, miniBatches[mb], (sub, m0) => {
+            const vf = critic.forward(sub.tokens);
+            const view = this.rowView(batch, sub, m0);
+            const vl = valueLoss(gpu, {
+              vpreds: vf.values,
+              oldValues: view(oldValues!),
+              returns: view(returns!),
+              mask: view(advMaskT),
+              B: sub.B,
+              T,
+              clipRangeValue: c.critic.clipRangeValue,
+              mode: c.actor.lossAggMode,
+              globals,
+            });
+            critic.backward(vf, vl.gValue);
+            vf.release();
+            vl.gValue.release();
+            view.release();
+            return vl.stats;
+          });
+          const grads = [...critic.grads().values()];
+          const norm = gradNorm(gpu, grads, { maxNorm: c.critic.maxGradNorm });
+          const [s, info] = await Promise.all([
+            this.readStats(stats, mergeValueStats),
+            readGradNorm(gpu, norm),
+          ]);
+          valueStatsAll.push(s);
+          if (Number.isFinite(s[0]) && !info.nonFinite)
+            this.criticOpt.step(critic.grads(), { gradNorm: norm, lr: this.lrAt(step, c.critic.lr) });
+          else skipped++;
+          norm.release();
+        }
+      }
       lap('critic');
     }
-
     // metrics: one more readback of the per-token arrays
     const [refArr, advArr, oldLogprobArr, oldEntropyArr] = (await gpu.readMany([
       refLogprob,
@@ -701,7 +712,7 @@ export class Trainer {
       ref: refArr,
       adv: advArr,
       actorStats,
-      valueStats,
+      valueStats: valueStatsAll,
       gradNorm: gradNormValue,
       skipped,
       trainedGroups: c.algorithm.filterGroups
@@ -885,7 +896,7 @@ export class Trainer {
       ref: Float32Array;
       adv: Float32Array;
       actorStats: Float32Array[];
-      valueStats: Float32Array | null;
+      valueStats: Float32Array[];
       gradNorm: number;
       skipped: number;
       /** Groups the update trained (algorithm.filterGroups), null without the filter. */
@@ -947,14 +958,15 @@ export class Trainer {
     m['actor/advantage_mean'] = advN > 0 ? advSum / advN : 0;
     // No actor statistics when the group filter left nothing to train, or in the critic's warm-up (no
     // loss was computed).
+    // Means over the step's optimizer updates (epochs × mini-batches), as verl reduces its per-update
+    // metrics; the gradient norm is the last update's.
     if (a.actorStats.length > 0) {
-      const s0 = a.actorStats[0];
-      const last = a.actorStats[a.actorStats.length - 1];
-      m['actor/pg_loss'] = s0[POLICY_STAT.pgLoss];
-      m['actor/loss'] = s0[POLICY_STAT.loss];
-      m['actor/pg_clipfrac'] = mean(a.actorStats.map((s) => s[POLICY_STAT.clipfrac]));
-      m['actor/pg_clipfrac_lower'] = mean(a.actorStats.map((s) => s[POLICY_STAT.clipfracLower]));
-      m['actor/ppo_kl'] = last[POLICY_STAT.ppoKl];
+      const over = (k: number) => mean(a.actorStats.map((s) => s[k]));
+      m['actor/pg_loss'] = over(POLICY_STAT.pgLoss);
+      m['actor/loss'] = over(POLICY_STAT.loss);
+      m['actor/pg_clipfrac'] = over(POLICY_STAT.clipfrac);
+      m['actor/pg_clipfrac_lower'] = over(POLICY_STAT.clipfracLower);
+      m['actor/ppo_kl'] = over(POLICY_STAT.ppoKl);
       m['actor/grad_norm'] = a.gradNorm;
     }
     m['actor/lr'] = this.actorLrAt(step);
@@ -962,9 +974,9 @@ export class Trainer {
       m['train/trained_groups'] = a.trainedGroups / new Set(trajectories.map((t) => t.group)).size;
       m['train/trained_rows'] = a.trainedGroups === 0 ? 0 : batch.B / trajectories.length;
     }
-    if (a.valueStats) {
-      m['critic/vf_loss'] = a.valueStats[VALUE_STAT.loss];
-      m['critic/vf_clipfrac'] = a.valueStats[VALUE_STAT.clipfrac];
+    if (a.valueStats.length > 0) {
+      m['critic/vf_loss'] = mean(a.valueStats.map((s) => s[VALUE_STAT.loss]));
+      m['critic/vf_clipfrac'] = mean(a.valueStats.map((s) => s[VALUE_STAT.clipfrac]));
     }
     if (this.critic) m['train/critic_warmup'] = this.inCriticWarmup(step) ? 1 : 0;
     m['train/skipped_updates'] = a.skipped;

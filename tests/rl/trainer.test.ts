@@ -190,6 +190,29 @@ describe('trainer', () => {
     expect(b.vf / a.vf).toBeCloseTo(tokens / b.batch.maxResponseLength, 4);
   });
 
+  it("PPO's critic updates once per actor update: the value clip cannot act in the first, bounds the second", async () => {
+    // A tiny value clip and a large critic step: the second epoch's values move past old ± clip, so
+    // its clip fraction is > 0; the first update's values are the old ones (clip fraction 0 exactly).
+    const run = async (epochs: number) => {
+      const t = await make(
+        microConfig((c) => {
+          c.algorithm.name = 'ppo';
+          c.actor.ppoEpochs = epochs;
+          c.critic.lr = 0.05;
+          c.critic.clipRangeValue = 1e-4;
+        }),
+      );
+      return t.trainStep();
+    };
+    const one = await run(1);
+    expect(one['critic/vf_clipfrac']).toBe(0);
+    const two = await run(2);
+    // the mean over two updates, the first's 0 and the second's (0.10 measured: the clip fraction counts
+    // the values the clip held back from their returns)
+    expect(two['critic/vf_clipfrac'] as number).toBeGreaterThan(0.01);
+    expect(two['critic/vf_loss'] as number).toBeGreaterThan(0);
+  }, 400_000);
+
   it.each(['gspo', 'cispo'] as const)('GRPO with the %s policy loss runs a finite step', async (loss) => {
     const t = await make(microConfig((c) => (c.actor.policyLoss = loss)));
     const m = await t.trainStep();
