@@ -683,6 +683,7 @@ export class Trainer {
       }
       lap('critic');
     }
+
     // metrics: one more readback of the per-token arrays
     const [refArr, advArr, oldLogprobArr, oldEntropyArr] = (await gpu.readMany([
       refLogprob,
@@ -956,10 +957,9 @@ export class Trainer {
         advSum += a.adv[i];
       }
     m['actor/advantage_mean'] = advN > 0 ? advSum / advN : 0;
-    // No actor statistics when the group filter left nothing to train, or in the critic's warm-up (no
-    // loss was computed).
     // Means over the step's optimizer updates (epochs × mini-batches), as verl reduces its per-update
-    // metrics; the gradient norm is the last update's.
+    // metrics; the gradient norm is the last update's. No actor statistics when the group filter left
+    // nothing to train, or in the critic's warm-up (no loss was computed).
     if (a.actorStats.length > 0) {
       const over = (k: number) => mean(a.actorStats.map((s) => s[k]));
       m['actor/pg_loss'] = over(POLICY_STAT.pgLoss);
