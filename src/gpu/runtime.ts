@@ -18,7 +18,8 @@
 // a CPU adapter that spin steals a core from the adapter itself. So in Node a wait ('block', the
 // default there) blocks the JS thread (Atomics.wait: no CPU, no event loop) and lets one event-loop
 // turn run between blocks, in which Dawn's tick notices finished work: first until 80 % of the GPU
-// time predicted from earlier waits, then in slices of 1 % of the time waited so far (0.05 to 1 ms).
+// time predicted from earlier waits (in blocks of at most 100 ms, so that Ctrl-C and timers still
+// run), then in slices of 1 % of the time waited so far (0.05 to 1 ms).
 // The earlier strategy, 'sleep', slept (setTimeout) through 85 % of the prediction and then spun.
 // Measured on lavapipe, 2 cores (bench/wait.ts, three runs): 'block' is 1.3-1.8x faster than
 // 'await' on every workload but 1-ms rounds, 1.16-1.32x faster than 'sleep' on qwen-tiny's decode
@@ -118,6 +119,53 @@ const nextTurn = () => new Promise<void>((r) => setImmediate(r));
 // Atomics.wait on a cell nobody notifies: a sleep that blocks the thread instead of yielding to the
 // event loop (where Dawn's tick would spin).
 let blockCell: Int32Array | null = null;
+
+/**
+ * The longest single block. Node runs signal handlers (Ctrl-C) and timers only between blocks, and
+ * one update on lavapipe is minutes of GPU work behind one readback: a block of 80 % of that made a
+ * second Ctrl-C wait minutes to quit. An event-loop turn every 100 ms costs one Dawn tick.
+ */
+export const MAX_BLOCK_MS = 100;
+
+/**
+ * Waits for `pending` with the JS thread blocked (Atomics.wait) between event-loop turns: each turn
+ * runs Dawn's queued tick, which settles `pending` once the GPU is done. Where a rate for work of
+ * this size is learned, the thread first blocks until 80 % of the predicted time (in blocks of at most
+ * MAX_BLOCK_MS); then slices of 1 % of the time since `startedAt` (the first unsynced submit), 0.05 to
+ * 1 ms, so a wait ends about 1 % late (Atomics.wait itself overshoots by about 0.1 ms on lavapipe's
+ * machine). `overslept`: the work was done within the predicted part, so the wait's time says little
+ * about the GPU's rate. Exported for its tests.
+ */
+export async function blockUntilSettled<T>(
+  pending: Promise<T>,
+  startedAt: number,
+  predictedMs: number,
+  counters: Pick<GpuStats, 'sleptWaits' | 'sleptMs'>,
+): Promise<[result: T, overslept: boolean]> {
+  let settled = false;
+  const settle = () => {
+    settled = true;
+  };
+  pending.then(settle, settle);
+  blockCell ??= new Int32Array(new SharedArrayBuffer(4));
+  await nextTurn();
+  if (!settled) counters.sleptWaits++;
+  const predictedEnd = startedAt + 0.8 * predictedMs;
+  let overslept = false;
+  while (!settled) {
+    const untilPredicted = predictedEnd - performance.now();
+    const long = untilPredicted > 1;
+    const slice = long
+      ? Math.min(untilPredicted, MAX_BLOCK_MS)
+      : Math.min(1, Math.max(0.05, 0.01 * (performance.now() - startedAt)));
+    const t0 = performance.now();
+    Atomics.wait(blockCell, 0, 0, slice);
+    counters.sleptMs += performance.now() - t0;
+    await nextTurn();
+    overslept = long && settled;
+  }
+  return [await pending, overslept];
+}
 
 /** Waits whose costs are within a factor of 4 share a learned rate. */
 function costBucket(cost: number): number {
@@ -675,7 +723,7 @@ export class Gpu {
       let result: T;
       if (this.waitMode === 'block') {
         const predictedMs = rate === undefined ? 0 : this.unsyncedCost / rate;
-        [result, slept] = await this.blockUntil(pending, start, predictedMs);
+        [result, slept] = await blockUntilSettled(pending, start, predictedMs, this.counters);
       } else result = await pending;
       const now = performance.now();
       const elapsed = now - start;
@@ -698,42 +746,6 @@ export class Gpu {
     } finally {
       clearTimeout(timer);
     }
-  }
-
-  /**
-   * Waits for `pending` with the JS thread blocked (Atomics.wait) between event-loop turns: each turn
-   * runs Dawn's queued tick, which settles `pending` once the GPU is done. Where a rate for work of
-   * this size is learned, the first block lasts until 80 % of the predicted time; then slices of 1 % of
-   * the time since `startedAt` (the first unsynced submit), 0.05 to 1 ms, so a wait ends about 1 % late
-   * (Atomics.wait itself overshoots by about 0.1 ms on lavapipe's machine). `overslept`: the first
-   * block found the work done, so its time says nothing about the GPU's rate.
-   */
-  private async blockUntil<T>(
-    pending: Promise<T>,
-    startedAt: number,
-    predictedMs: number,
-  ): Promise<[result: T, overslept: boolean]> {
-    let settled = false;
-    const settle = () => {
-      settled = true;
-    };
-    pending.then(settle, settle);
-    blockCell ??= new Int32Array(new SharedArrayBuffer(4));
-    await nextTurn();
-    if (!settled) this.counters.sleptWaits++;
-    let first = 0.8 * predictedMs - (performance.now() - startedAt);
-    let overslept = false;
-    while (!settled) {
-      const long = first > 1;
-      const slice = long ? first : Math.min(1, Math.max(0.05, 0.01 * (performance.now() - startedAt)));
-      first = 0;
-      const t0 = performance.now();
-      Atomics.wait(blockCell, 0, 0, slice);
-      this.counters.sleptMs += performance.now() - t0;
-      await nextTurn();
-      overslept = long && settled;
-    }
-    return [await pending, overslept];
   }
 
   /** Submits recorded work and waits until the GPU has finished it; throws any pending GPU error. */

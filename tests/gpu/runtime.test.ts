@@ -7,7 +7,7 @@ import {
   WebGPUUnavailableError,
 } from '../../src/gpu/errors.ts';
 import { matmul } from '../../src/gpu/kernels/matmul.ts';
-import { Gpu, poolBucketSize } from '../../src/gpu/runtime.ts';
+import { blockUntilSettled, Gpu, MAX_BLOCK_MS, poolBucketSize } from '../../src/gpu/runtime.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import { getTestGpu } from '../helpers/gpu.ts';
 
@@ -172,6 +172,42 @@ describe('gpu runtime', () => {
       gpu.destroy();
     },
   );
+
+  it('blocks at most MAX_BLOCK_MS at a time, so timers and Ctrl-C run during a long predicted wait', async () => {
+    // Work predicted at 2 s that is done in 600 ms (a promise settled by a timer stands for Dawn's
+    // tick). A single block through 80 % of the prediction held the thread for 1.6 s, timers and
+    // signal handlers with it; on lavapipe an update's one readback is minutes of work.
+    const counters = { sleptWaits: 0, sleptMs: 0 };
+    const ticks: number[] = [];
+    const interval = setInterval(() => ticks.push(performance.now()), 20);
+    const start = performance.now();
+    const pending = new Promise<string>((resolve) => setTimeout(() => resolve('done'), 600));
+    const [result, overslept] = await blockUntilSettled(pending, start, 2000, counters);
+    const wall = performance.now() - start;
+    clearInterval(interval);
+    expect(result).toBe('done');
+    expect(overslept).toBe(true); // settled inside the predicted part
+    expect(wall).toBeLessThan(600 + 2 * MAX_BLOCK_MS); // ends a block after the work, not at 1.6 s
+    let [previous, longestGap] = [start, 0];
+    for (const t of ticks) [previous, longestGap] = [t, Math.max(longestGap, t - previous)];
+    expect(ticks.length).toBeGreaterThan(3);
+    expect(longestGap).toBeLessThan(2 * MAX_BLOCK_MS);
+    expect(counters.sleptWaits).toBe(1);
+    expect(counters.sleptMs).toBeGreaterThan(0.5 * wall); // the thread blocked, it did not spin
+  });
+
+  it('without a prediction, blocks in slices of at most 1 ms and is not oversleeping', async () => {
+    const counters = { sleptWaits: 0, sleptMs: 0 };
+    const start = performance.now();
+    const pending = new Promise<number>((resolve) => setTimeout(() => resolve(7), 50));
+    const [result, overslept] = await blockUntilSettled(pending, start, 0, counters);
+    expect(result).toBe(7);
+    expect(overslept).toBe(false);
+    expect(performance.now() - start).toBeLessThan(50 + 40);
+    await expect(blockUntilSettled(Promise.reject(new Error('lost')), start, 0, counters)).rejects.toThrow(
+      'lost',
+    );
+  });
 
   it("waits in Node by blocking the JS thread between Dawn's ticks ('block', the default)", async () => {
     // Dawn's busy-wait spins the JS thread while work is pending; 'block' spends the wait in
