@@ -1,5 +1,6 @@
 // npm run -s compare -- BASE.json OTHER.json [MORE.json ...]
 // npm run -s compare -- --pairs BASE1.json OTHER1.json [BASE2.json OTHER2.json ...]
+// npm run -s compare -- --differences D1 D2 [D3 ...]
 // Compares checkpoints evaluated on the same questions (`npm run train -- --evaluate-only --json F`,
 // which lists each question's id, type, EM and F1): for each file after the first, its EM against the
 // first's, the difference with its paired standard error, the questions only it / only the base gets
@@ -8,9 +9,11 @@
 // With --pairs, the files are pairs of one ablation (say with and without a mask, one pair per seed):
 // each pair's row, then the pairs pooled question by question (the checkpoints' noise) and pair by
 // pair (Student's t over the pairs' differences, which counts the seeds' spread; src/rl/paired-eval.ts).
+// With --differences, numbers instead of files: pairs' recorded EM differences in points (say −2.5
+// −1.0 −1.3, from sessions whose replays are gone), read pair by pair as --pairs does (Student's t).
 // Bad input (a missing file, no per-question list, different questions) is one line and exit 2.
 import { readFileSync } from 'node:fs';
-import { pairedComparison, pooledPairedComparison } from '../src/rl/paired-eval.ts';
+import { oneSampleT, pairedComparison, pooledPairedComparison } from '../src/rl/paired-eval.ts';
 
 interface QuestionScore {
   id: string;
@@ -52,13 +55,17 @@ function readEval(file: string): { model: string; questions: QuestionScore[] } {
 }
 
 const args = process.argv.slice(2);
+if (args[0] === '--differences') {
+  printDifferences(args.slice(1));
+  process.exit(0);
+}
 const pairsMode = args[0] === '--pairs';
 const files = pairsMode ? args.slice(1) : args;
 if (pairsMode ? files.length < 2 || files.length % 2 !== 0 : files.length < 2)
   fail(
     pairsMode
       ? `--pairs takes BASE OTHER files two by two, got ${files.length}`
-      : 'usage: npm run -s compare -- BASE.json OTHER.json [MORE.json ...] (or --pairs B1 O1 [B2 O2 ...])',
+      : 'usage: npm run -s compare -- BASE.json OTHER.json [MORE.json ...] (or --pairs B1 O1 [B2 O2 ...], or --differences D1 D2 [...])',
   );
 const [base, ...others] = files.map((f) => ({ file: f, ...readEval(f) }));
 // Every file is checked before anything is printed: a bad one gives one line, not half a table.
@@ -129,5 +136,25 @@ function printPairs(): void {
     pl
       ? `| pooled, pair by pair (seed noise: t ${pl.t < 0 ? '−' : ''}${Math.abs(pl.t).toFixed(2)}, ${pl.df} df) | | ${sign(pl.mean)} ± ${pct(pl.se)} | ${c.pairs.filter((p) => p.difference > 0).length} up / ${c.pairs.filter((p) => p.difference < 0).length} down of ${c.k} pairs | ${pl.p.toPrecision(2)} (t test) |`
       : '| pooled, pair by pair | | – (one pair: no spread between pairs) | | |',
+  );
+}
+
+function printDifferences(words: string[]): void {
+  // The tables print a minus as U+2212; accept it as well as '-'.
+  const diffs = words.map((w) => {
+    const x = Number(w.replace(/^\u2212/, '-'));
+    if (!Number.isFinite(x) || w.trim() === '')
+      fail(`--differences takes numbers (EM points), got ${JSON.stringify(w)}`);
+    return x;
+  });
+  if (diffs.length < 2)
+    fail(`--differences needs at least 2 differences (one per pair), got ${diffs.length}`);
+  const r = oneSampleT(diffs);
+  const pts = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixed(2)}`;
+  console.log(`${diffs.length} recorded pair differences (EM points): ${diffs.map(pts).join(', ')}\n`);
+  console.log('| pooled, pair by pair | Δ EM ± SE | up / down | t test p |');
+  console.log('|---|---|---|---|');
+  console.log(
+    `| seed noise: t ${r.t < 0 ? '−' : ''}${Math.abs(r.t).toFixed(2)}, ${r.df} df | ${pts(r.mean)} ± ${r.se.toFixed(2)} | ${diffs.filter((d) => d > 0).length} up / ${diffs.filter((d) => d < 0).length} down | ${r.p.toPrecision(2)} |`,
   );
 }

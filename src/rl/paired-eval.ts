@@ -100,7 +100,15 @@ export interface PooledPairedComparison {
     signTestP: number;
   };
   /** Null when k < 2 (no spread between pairs to measure). */
-  pairLevel: { mean: number; se: number; t: number; df: number; p: number } | null;
+  pairLevel: OneSampleT | null;
+}
+
+export interface OneSampleT {
+  mean: number;
+  se: number;
+  t: number;
+  df: number;
+  p: number;
 }
 
 export function pooledPairedComparison(
@@ -121,15 +129,7 @@ export function pooledPairedComparison(
     meanOver((p) => p.base),
     meanOver((p) => p.other),
   );
-  let pairLevel: PooledPairedComparison['pairLevel'] = null;
-  if (k >= 2) {
-    const diffs = each.map((c) => c.difference);
-    const m = diffs.reduce((s, x) => s + x, 0) / k;
-    const sd = Math.sqrt(diffs.reduce((s, x) => s + (x - m) ** 2, 0) / (k - 1));
-    const se = sd / Math.sqrt(k);
-    const t = se > 0 ? m / se : m === 0 ? 0 : Math.sign(m) * Number.POSITIVE_INFINITY;
-    pairLevel = { mean: m, se, t, df: k - 1, p: studentTTwoSided(t, k - 1) };
-  }
+  const pairLevel = k >= 2 ? oneSampleT(each.map((c) => c.difference)) : null;
   return {
     k,
     n,
@@ -143,6 +143,21 @@ export function pooledPairedComparison(
     },
     pairLevel,
   };
+}
+
+/**
+ * Student's one-sample t test of mean 0 over differences (≥ 2 of them): the pair-by-pair reading of an
+ * ablation, one difference per seed. Used by pooledPairedComparison, and on its own (npm run compare --
+ * --differences) where only the pairs' recorded differences are left.
+ */
+export function oneSampleT(differences: readonly number[]): OneSampleT {
+  const k = differences.length;
+  if (k < 2) throw new Error(`oneSampleT: needs at least 2 differences, got ${k}`);
+  const m = differences.reduce((s, x) => s + x, 0) / k;
+  const sd = Math.sqrt(differences.reduce((s, x) => s + (x - m) ** 2, 0) / (k - 1));
+  const se = sd / Math.sqrt(k);
+  const t = se > 0 ? m / se : m === 0 ? 0 : Math.sign(m) * Number.POSITIVE_INFINITY;
+  return { mean: m, se, t, df: k - 1, p: studentTTwoSided(t, k - 1) };
 }
 
 /** P(|T| ≥ |t|) for Student's t with df degrees of freedom: I_{df/(df+t²)}(df/2, ½). */

@@ -2,6 +2,7 @@
 // worked examples: the paired standard error, the discordant counts and the exact sign test.
 import { describe, expect, it } from 'vitest';
 import {
+  oneSampleT,
   pairedComparison,
   pooledPairedComparison,
   regularizedIncompleteBeta,
@@ -91,6 +92,24 @@ describe('studentTTwoSided', () => {
     expect(regularizedIncompleteBeta(0.3, 2.5, 0.5)).toBeCloseTo(0.018927124071945658, 13);
     expect(regularizedIncompleteBeta(0.9, 0.5, 0.5)).toBeCloseTo(0.7951672353008664, 13);
     expect(regularizedIncompleteBeta(0.97, 15, 0.5)).toBeCloseTo(0.3431267055881709, 12);
+  });
+});
+
+describe('oneSampleT', () => {
+  it('gives the closed form of two degrees of freedom', () => {
+    // 1 2 3: mean 2, sample sd 1, se 1/√3, t 2√3; with 2 df, p = 1 − t/√(2 + t²).
+    const r = oneSampleT([1, 2, 3]);
+    expect(r.mean).toBe(2);
+    expect(r.se).toBeCloseTo(1 / Math.sqrt(3), 15);
+    expect(r.t).toBeCloseTo(2 * Math.sqrt(3), 14);
+    expect(r.df).toBe(2);
+    expect(r.p).toBeCloseTo(1 - (2 * Math.sqrt(3)) / Math.sqrt(14), 13);
+  });
+
+  it('reads equal differences as no spread, and refuses fewer than two', () => {
+    expect(oneSampleT([-1, -1])).toMatchObject({ mean: -1, se: 0, p: 0 });
+    expect(oneSampleT([0, 0, 0])).toMatchObject({ t: 0, p: 1 });
+    expect(() => oneSampleT([1])).toThrow(/at least 2/);
   });
 });
 

@@ -62,6 +62,27 @@ describe('npm run compare', () => {
     expect(odd.out.trim()).toBe('compare: --pairs takes BASE OTHER files two by two, got 3');
   });
 
+  it('reads recorded pair differences pair by pair (--differences), either minus sign', () => {
+    // −2.5 −1.0 −1.25: mean −1.5833, sd 0.8036, se 0.4640, t −3.41, 2 df: p = 1 − |t|/√(2 + t²).
+    const r = run('--differences', '-2.5', '\u22121.0', '-1.25');
+    expect(r.status, r.out).toBe(0);
+    expect(r.out).toMatch(/3 recorded pair differences \(EM points\): −2\.50, −1\.00, −1\.25/);
+    const d = [-2.5, -1, -1.25];
+    const mean = (d[0] + d[1] + d[2]) / 3;
+    const se = Math.sqrt(d.reduce((s, x) => s + (x - mean) ** 2, 0) / 2) / Math.sqrt(3);
+    const t = mean / se;
+    const p = 1 - Math.abs(t) / Math.sqrt(2 + t * t);
+    expect(r.out).toContain(
+      `| seed noise: t −${Math.abs(t).toFixed(2)}, 2 df | −${Math.abs(mean).toFixed(2)} ± ${se.toFixed(2)} | 0 up / 3 down | ${p.toPrecision(2)} |`,
+    );
+    const bad = run('--differences', '-2.5', 'x');
+    expect(bad.status, bad.out).toBe(2);
+    expect(bad.out.trim()).toBe('compare: --differences takes numbers (EM points), got "x"');
+    const one = run('--differences', '-2.5');
+    expect(one.status, one.out).toBe(2);
+    expect(one.out.trim()).toBe('compare: --differences needs at least 2 differences (one per pair), got 1');
+  });
+
   it('refuses files it cannot compare with one line and exit 2', () => {
     const base = write('b.json', 'start', [1, 0, 1]);
     const shorter = write('s.json', 'x', [1, 0]);
