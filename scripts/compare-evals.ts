@@ -133,9 +133,11 @@ function printPairs(): void {
   );
   const pl = c.pairLevel;
   console.log(
-    pl
-      ? `| pooled, pair by pair (seed noise: t ${pl.t < 0 ? '−' : ''}${Math.abs(pl.t).toFixed(2)}, ${pl.df} df) | | ${sign(pl.mean)} ± ${pct(pl.se)} | ${c.pairs.filter((p) => p.difference > 0).length} up / ${c.pairs.filter((p) => p.difference < 0).length} down of ${c.k} pairs | ${pl.p.toPrecision(2)} (t test) |`
-      : '| pooled, pair by pair | | – (one pair: no spread between pairs) | | |',
+    pl && pl.se === 0
+      ? `| pooled, pair by pair | | ${sign(pl.mean)} in every pair | – (no spread between the pairs: no t test) | |`
+      : pl
+        ? `| pooled, pair by pair (seed noise: t ${pl.t < 0 ? '−' : ''}${Math.abs(pl.t).toFixed(2)}, ${pl.df} df) | | ${sign(pl.mean)} ± ${pct(pl.se)} | ${c.pairs.filter((p) => p.difference > 0).length} up / ${c.pairs.filter((p) => p.difference < 0).length} down of ${c.k} pairs | ${pl.p.toPrecision(2)} (t test) |`
+        : '| pooled, pair by pair | | – (one pair: no spread between pairs) | | |',
   );
 }
 

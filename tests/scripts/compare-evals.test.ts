@@ -57,6 +57,13 @@ describe('npm run compare', () => {
     expect(r.out).toContain(
       '| pooled, pair by pair (seed noise: t −1.00, 1 df) | | −16.7 ± 16.7 | 0 up / 1 down of 2 pairs | 0.50 (t test) |',
     );
+    // Two pairs with the same difference: no spread, so no t test (not "t −Infinity, p 0").
+    const same = run('--pairs', a0, b0, a0, b0);
+    expect(same.status, same.out).toBe(0);
+    expect(same.out).toContain(
+      '| pooled, pair by pair | | −33.3 in every pair | – (no spread between the pairs: no t test) | |',
+    );
+    expect(same.out).not.toMatch(/Infinity/);
     const odd = run('--pairs', a0, b0, a1);
     expect(odd.status, odd.out).toBe(2);
     expect(odd.out.trim()).toBe('compare: --pairs takes BASE OTHER files two by two, got 3');
