@@ -57,7 +57,7 @@ function readEval(file: string): { model: string; questions: QuestionScore[] } {
 const args = process.argv.slice(2);
 if (args[0] === '--differences') {
   printDifferences(args.slice(1));
-  process.exit(0);
+  process.exit(0); // numbers, not files: the file-reading code below is for the other modes
 }
 const pairsMode = args[0] === '--pairs';
 const files = pairsMode ? args.slice(1) : args;
@@ -156,6 +156,10 @@ function printDifferences(words: string[]): void {
   console.log(`${diffs.length} recorded pair differences (EM points): ${diffs.map(pts).join(', ')}\n`);
   console.log('| pooled, pair by pair | Δ EM ± SE | up / down | t test p |');
   console.log('|---|---|---|---|');
+  if (r.se === 0) {
+    console.log(`| no spread between the pairs: no t test | ${pts(r.mean)} in every pair | | |`);
+    return;
+  }
   console.log(
     `| seed noise: t ${r.t < 0 ? '−' : ''}${Math.abs(r.t).toFixed(2)}, ${r.df} df | ${pts(r.mean)} ± ${r.se.toFixed(2)} | ${diffs.filter((d) => d > 0).length} up / ${diffs.filter((d) => d < 0).length} down | ${r.p.toPrecision(2)} |`,
   );

@@ -82,6 +82,10 @@ describe('npm run compare', () => {
     expect(r.out).toContain(
       `| seed noise: t −${Math.abs(t).toFixed(2)}, 2 df | −${Math.abs(mean).toFixed(2)} ± ${se.toFixed(2)} | 0 up / 3 down | ${p.toPrecision(2)} |`,
     );
+    const same = run('--differences', '-1.25', '-1.25');
+    expect(same.status, same.out).toBe(0);
+    expect(same.out).toContain('| no spread between the pairs: no t test | −1.25 in every pair | | |');
+    expect(same.out).not.toMatch(/Infinity/);
     const bad = run('--differences', '-2.5', 'x');
     expect(bad.status, bad.out).toBe(2);
     expect(bad.out.trim()).toBe('compare: --differences takes numbers (EM points), got "x"');
