@@ -54,39 +54,43 @@ function readEval(file: string): { model: string; questions: QuestionScore[] } {
   };
 }
 
-const args = process.argv.slice(2);
-if (args[0] === '--differences') {
-  printDifferences(args.slice(1));
-  process.exit(0); // numbers, not files: the file-reading code below is for the other modes
-}
-const pairsMode = args[0] === '--pairs';
-const files = pairsMode ? args.slice(1) : args;
-if (pairsMode ? files.length < 2 || files.length % 2 !== 0 : files.length < 2)
-  fail(
-    pairsMode
-      ? `--pairs takes BASE OTHER files two by two, got ${files.length}`
-      : 'usage: npm run -s compare -- BASE.json OTHER.json [MORE.json ...] (or --pairs B1 O1 [B2 O2 ...], or --differences D1 D2 [...])',
-  );
-const [base, ...others] = files.map((f) => ({ file: f, ...readEval(f) }));
-// Every file is checked before anything is printed: a bad one gives one line, not half a table.
-for (const o of others) {
-  if (o.questions.length !== base.questions.length)
-    fail(
-      `${o.file} has ${o.questions.length} questions, ${base.file} ${base.questions.length}: evaluate both on the same ones`,
-    );
-  o.questions.forEach((q, i) => {
-    if (q.id !== base.questions[i].id)
-      fail(
-        `${o.file}: question ${i} is ${q.id}, in ${base.file} ${base.questions[i].id}: not the same questions`,
-      );
-  });
-}
+type Evaluation = { file: string } & ReturnType<typeof readEval>;
 const pct = (x: number) => (100 * x).toFixed(1);
 const sign = (x: number) => `${x >= 0 ? '+' : '−'}${pct(Math.abs(x))}`;
-const types = [...new Set(base.questions.map((q) => q.type))];
 
-if (pairsMode) printPairs();
-else {
+const args = process.argv.slice(2);
+// --differences reads numbers, the other modes read files.
+if (args[0] === '--differences') printDifferences(args.slice(1));
+else compareFiles(args);
+
+function compareFiles(args: string[]): void {
+  const pairsMode = args[0] === '--pairs';
+  const files = pairsMode ? args.slice(1) : args;
+  if (pairsMode ? files.length < 2 || files.length % 2 !== 0 : files.length < 2)
+    fail(
+      pairsMode
+        ? `--pairs takes BASE OTHER files two by two, got ${files.length}`
+        : 'usage: npm run -s compare -- BASE.json OTHER.json [MORE.json ...] (or --pairs B1 O1 [B2 O2 ...], or --differences D1 D2 [...])',
+    );
+  const [base, ...others] = files.map((f) => ({ file: f, ...readEval(f) }));
+  // Every file is checked before anything is printed: a bad one gives one line, not half a table.
+  for (const o of others) {
+    if (o.questions.length !== base.questions.length)
+      fail(
+        `${o.file} has ${o.questions.length} questions, ${base.file} ${base.questions.length}: evaluate both on the same ones`,
+      );
+    o.questions.forEach((q, i) => {
+      if (q.id !== base.questions[i].id)
+        fail(
+          `${o.file}: question ${i} is ${q.id}, in ${base.file} ${base.questions[i].id}: not the same questions`,
+        );
+    });
+  }
+  if (pairsMode) {
+    printPairs([base, ...others]);
+    return;
+  }
+  const types = [...new Set(base.questions.map((q) => q.type))];
   console.log(`base: ${base.model} (${base.questions.length} questions)\n`);
   console.log(
     `| model | EM | Δ EM ± paired SE | only it right / only base right | sign test p | ${types.map((t) => `Δ ${t}`).join(' | ')} |`,
@@ -113,8 +117,7 @@ else {
   }
 }
 
-function printPairs(): void {
-  const all = [base, ...others];
+function printPairs(all: Evaluation[]): void {
   const pairs = Array.from({ length: all.length / 2 }, (_, j) => ({ a: all[2 * j], b: all[2 * j + 1] }));
   const c = pooledPairedComparison(
     pairs.map(({ a, b }) => ({ base: a.questions.map((q) => q.em), other: b.questions.map((q) => q.em) })),
