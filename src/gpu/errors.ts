@@ -79,8 +79,11 @@ export class DeviceLostError extends GpuError {
 }
 
 export class GpuTimeoutError extends GpuError {
-  constructor(what: string, ms: number) {
-    super('timeout', `${what} did not finish within ${Math.round(ms)} ms`);
+  /** `starvedMs`: wall time not counted because this process was starved of CPU (hang-clock.ts). */
+  constructor(what: string, ms: number, starvedMs = 0) {
+    const starved =
+      starvedMs > 0 ? ` (plus ${Math.round(starvedMs)} ms not counted: the process was starved of CPU)` : '';
+    super('timeout', `${what} did not finish within ${Math.round(ms)} ms${starved}`);
     this.name = 'GpuTimeoutError';
   }
 }

@@ -2,6 +2,7 @@
 // and are imported directly by tests.
 export * from './device.ts';
 export * from './errors.ts';
+export * from './hang-clock.ts';
 export * from './kernels/attention.ts';
 export * from './kernels/elementwise.ts';
 export * from './kernels/embedding.ts';

@@ -46,6 +46,7 @@ import {
   GpuValidationError,
   ShaderCompileError,
 } from './errors.ts';
+import { type CpuProbe, hangTimer, nodeCpuProbe } from './hang-clock.ts';
 import {
   type Bindable,
   byteSizeOf,
@@ -62,6 +63,12 @@ export interface GpuOptions extends AcquireOptions {
    * longer (then WAIT_LIMIT_PREDICTIONS times that: a CPU adapter's update can take minutes).
    */
   timeoutMs?: number;
+  /**
+   * Lets the hang clock leave out time in which this process was starved of CPU (hang-clock.ts): a
+   * CPU adapter's work runs on this process's threads. Default in Gpu.create: process.cpuUsage() and
+   * the load average in Node, none in browsers; null: wall time only.
+   */
+  cpuProbe?: CpuProbe | null;
   /**
    * How a readback or sync waits for the GPU (see the header): 'await' the promise (Dawn in Node then
    * spins the JS thread), 'block' the thread in slices between Dawn's ticks (Node only), or 'sleep'
@@ -175,7 +182,8 @@ function costBucket(cost: number): number {
 /**
  * A wait counts as hung after timeoutMs or this many times the GPU time its cost predicts, whichever
  * is longer. A fixed limit alone failed a real run: one update of 256 episodes on lavapipe is over 5
- * minutes of GPU work behind a single readback.
+ * minutes of GPU work behind a single readback. In Node, time in which this process was starved of
+ * CPU does not count (hang-clock.ts): a run beside a higher-priority one failed after 20 steps.
  */
 export const WAIT_LIMIT_PREDICTIONS = 10;
 
@@ -197,6 +205,8 @@ export class Gpu {
   readonly hasTimestamps: boolean;
   /** See GpuOptions.timeoutMs; may be changed between waits. */
   timeoutMs: number;
+  /** See GpuOptions.cpuProbe: what tells the hang clock that this process was starved of CPU. */
+  readonly cpuProbe: CpuProbe | null;
   /** The WebGPU entry object (navigator.gpu, or Dawn's in Node), e.g. for tfjs on the same adapter. */
   readonly api: GPU;
   /** See GpuOptions.waitMode; may be changed between waits (bench/wait.ts compares them on one device). */
@@ -254,7 +264,8 @@ export class Gpu {
   };
 
   static async create(options: GpuOptions = {}): Promise<Gpu> {
-    return new Gpu(await acquireDevice(options), options);
+    const cpuProbe = options.cpuProbe === undefined ? await nodeCpuProbe() : options.cpuProbe;
+    return new Gpu(await acquireDevice(options), { ...options, cpuProbe });
   }
 
   constructor(acquired: AcquiredDevice, options: GpuOptions = {}) {
@@ -266,6 +277,7 @@ export class Gpu {
     this.hasSubgroups = this.device.features.has('subgroups');
     this.hasTimestamps = this.device.features.has('timestamp-query');
     this.timeoutMs = options.timeoutMs ?? 300_000;
+    this.cpuProbe = options.cpuProbe ?? null;
     const fromEnv = isNode ? (process.env.AGENT_R1_WAIT as WaitMode | undefined) : undefined;
     this.waitMode = options.waitMode ?? (fromEnv || (isNode ? 'block' : 'await'));
     if (!WAIT_MODES.includes(this.waitMode)) {
@@ -714,10 +726,8 @@ export class Gpu {
     }
     const woke = performance.now();
     const limit = this.waitLimitMs();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new GpuTimeoutError(what, limit)), limit);
-    });
+    const hang = hangTimer(limit, this.cpuProbe, (clock) => new GpuTimeoutError(what, limit, clock.starved));
+    const timeout = hang.promise;
     try {
       const pending = Promise.race([work(), this.lostPromise, timeout]);
       let result: T;
@@ -744,7 +754,7 @@ export class Gpu {
       this.compiledSinceWait = false;
       return result;
     } finally {
-      clearTimeout(timer);
+      hang.stop();
     }
   }
 
