@@ -1,8 +1,8 @@
 // The clock that decides when a wait for GPU work counts as hung.
 //
 // On a CPU adapter (lavapipe, SwiftShader) the "GPU" is this process's own threads, so a run that
-// shares the cores with a higher-priority process can be slowed 50-fold without anything being
-// wrong: a real RL run at `nice 19` beside another run failed with "GPU work (sync) did not finish
+// shares the cores with a higher-priority process can be slowed 27-fold (measured at `nice 19` on a
+// loaded lavapipe machine) without anything being wrong: a real RL run at `nice 19` beside another run failed with "GPU work (sync) did not finish
 // within 300000 ms" after 20 healthy steps (its checkpoint was kept). Wall time alone cannot tell
 // that from a hang, so in Node the clock leaves out the time in which this process was starved:
 // sampled intervals in which it used less than STARVED_CPU_SHARE of one core while the machine's
@@ -92,13 +92,11 @@ export function hangTimer(
   return { promise, stop, clock };
 }
 
-/** The probe for Node: process.cpuUsage() and os.loadavg(); null elsewhere. */
-export async function nodeCpuProbe(): Promise<CpuProbe | null> {
-  const isNode = typeof process !== 'undefined' && !!process.versions?.node && typeof window === 'undefined';
-  if (!isNode || typeof process.cpuUsage !== 'function') return null;
+/** The probe for Node (call it only there): process.cpuUsage() and os.loadavg(). */
+export async function nodeCpuProbe(): Promise<CpuProbe> {
   const osName = 'node:os'; // a variable, so bundlers leave this Node-only import alone
   const os = (await import(/* @vite-ignore */ osName)) as typeof import('node:os');
-  const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
+  const cores = os.availableParallelism();
   return {
     cpuMs: () => {
       const { user, system } = process.cpuUsage();

@@ -264,7 +264,7 @@ export class Gpu {
   };
 
   static async create(options: GpuOptions = {}): Promise<Gpu> {
-    const cpuProbe = options.cpuProbe === undefined ? await nodeCpuProbe() : options.cpuProbe;
+    const cpuProbe = options.cpuProbe !== undefined ? options.cpuProbe : isNode ? await nodeCpuProbe() : null;
     return new Gpu(await acquireDevice(options), { ...options, cpuProbe });
   }
 
