@@ -1,6 +1,7 @@
 // npm run -s compare -- BASE.json OTHER.json [MORE.json ...]
 // npm run -s compare -- --pairs BASE1.json OTHER1.json [BASE2.json OTHER2.json ...]
 // npm run -s compare -- --differences D1 D2 [D3 ...]
+// npm run -s compare -- --evidence BASE.json [OTHER.json ...]
 // Compares checkpoints evaluated on the same questions (`npm run train -- --evaluate-only --json F`,
 // which lists each question's id, type, EM and F1): for each file after the first, its EM against the
 // first's, the difference with its paired standard error, the questions only it / only the base gets
@@ -11,8 +12,18 @@
 // pair (Student's t over the pairs' differences, which counts the seeds' spread; src/rl/paired-eval.ts).
 // With --differences, numbers instead of files: pairs' recorded EM differences in points (say −2.5
 // −1.0 −1.3, from sessions whose replays are gone), read pair by pair as --pairs does (Student's t).
+// With --evidence, what each episode's searches had found when it answered (src/rl/evidence.ts): per
+// file the share of questions right, unanswered, and answered wrongly with none, some (then stopped, or
+// searched again in vain) or all of the supporting passages found, overall and per type; then, for each file after the first, where the
+// base's questions went (a table of counts, base outcome × other outcome).
 // Bad input (a missing file, no per-question list, different questions) is one line and exit 2.
 import { readFileSync } from 'node:fs';
+import {
+  EPISODE_OUTCOMES,
+  type EpisodeOutcome,
+  VAIN_SEARCH_KINDS,
+  type VainSearchKind,
+} from '../src/rl/evidence.ts';
 import { oneSampleT, pairedComparison, pooledPairedComparison } from '../src/rl/paired-eval.ts';
 
 interface QuestionScore {
@@ -20,7 +31,18 @@ interface QuestionScore {
   type: string;
   em: number;
   f1: number;
+  /** Present in files written since the thirty-ninth session (--evidence needs them). */
+  evidence?: {
+    outcome: EpisodeOutcome;
+    supportingPassages: number;
+    supportingRetrieved: number;
+    /** What its last fruitless search asked for (src/rl/evidence.ts), when it had one. */
+    vainSearch?: VainSearchKind;
+  };
 }
+
+const isOutcome = (x: unknown): x is EpisodeOutcome =>
+  typeof x === 'string' && (EPISODE_OUTCOMES as readonly string[]).includes(x);
 
 function fail(message: string): never {
   console.error(`compare: ${message}`);
@@ -50,6 +72,20 @@ function readEval(file: string): { model: string; questions: QuestionScore[] } {
       type: typeof q.type === 'string' ? q.type : 'untyped',
       em: q.em,
       f1: q.f1,
+      ...(isOutcome(q.outcome) &&
+      Number.isInteger(q.supportingPassages) &&
+      Number.isInteger(q.supportingRetrieved)
+        ? {
+            evidence: {
+              outcome: q.outcome,
+              supportingPassages: q.supportingPassages,
+              supportingRetrieved: q.supportingRetrieved,
+              ...((VAIN_SEARCH_KINDS as readonly unknown[]).includes(q.vainSearch)
+                ? { vainSearch: q.vainSearch as VainSearchKind }
+                : {}),
+            },
+          }
+        : {}),
     })),
   };
 }
@@ -57,6 +93,15 @@ function readEval(file: string): { model: string; questions: QuestionScore[] } {
 type Evaluation = { file: string } & ReturnType<typeof readEval>;
 const pct = (x: number) => (100 * x).toFixed(1);
 const sign = (x: number) => `${x >= 0 ? '+' : '−'}${pct(Math.abs(x))}`;
+const OUTCOME_HEADERS: Record<EpisodeOutcome, string> = {
+  right: 'right',
+  no_answer: 'no answer',
+  wrong_no_evidence: 'wrong, none found',
+  wrong_stopped_short: 'wrong, some found, stopped',
+  wrong_missed_hop: 'wrong, some found, searched again',
+  wrong_all_evidence: 'wrong, all found',
+  wrong_unknown: 'wrong, none named',
+};
 
 const args = process.argv.slice(2);
 // --differences reads numbers, the other modes read files.
@@ -65,12 +110,14 @@ else compareFiles(args);
 
 function compareFiles(args: string[]): void {
   const pairsMode = args[0] === '--pairs';
-  const files = pairsMode ? args.slice(1) : args;
-  if (pairsMode ? files.length < 2 || files.length % 2 !== 0 : files.length < 2)
+  const evidenceMode = args[0] === '--evidence';
+  const files = pairsMode || evidenceMode ? args.slice(1) : args;
+  if (evidenceMode && files.length < 1) fail('--evidence takes one evaluation file or more');
+  if (pairsMode ? files.length < 2 || files.length % 2 !== 0 : !evidenceMode && files.length < 2)
     fail(
       pairsMode
         ? `--pairs takes BASE OTHER files two by two, got ${files.length}`
-        : 'usage: npm run -s compare -- BASE.json OTHER.json [MORE.json ...] (or --pairs B1 O1 [B2 O2 ...], or --differences D1 D2 [...])',
+        : 'usage: npm run -s compare -- BASE.json OTHER.json [MORE.json ...] (or --pairs B1 O1 [B2 O2 ...], --evidence F1 [F2 ...], or --differences D1 D2 [...])',
     );
   const [base, ...others] = files.map((f) => ({ file: f, ...readEval(f) }));
   // Every file is checked before anything is printed: a bad one gives one line, not half a table.
@@ -88,6 +135,10 @@ function compareFiles(args: string[]): void {
   }
   if (pairsMode) {
     printPairs([base, ...others]);
+    return;
+  }
+  if (evidenceMode) {
+    printEvidence([base, ...others]);
     return;
   }
   const types = [...new Set(base.questions.map((q) => q.type))];
@@ -142,6 +193,82 @@ function printPairs(all: Evaluation[]): void {
         ? `| pooled, pair by pair (seed noise: t ${pl.t < 0 ? '−' : ''}${Math.abs(pl.t).toFixed(2)}, ${pl.df} df) | | ${sign(pl.mean)} ± ${pct(pl.se)} | ${c.pairs.filter((p) => p.difference > 0).length} up / ${c.pairs.filter((p) => p.difference < 0).length} down of ${c.k} pairs | ${pl.p.toPrecision(2)} (t test) |`
         : '| pooled, pair by pair | | – (one pair: no spread between pairs) | | |',
   );
+}
+
+function printEvidence(all: Evaluation[]): void {
+  for (const e of all) {
+    const i = e.questions.findIndex((q) => q.evidence === undefined);
+    if (i >= 0)
+      fail(
+        `${e.file}: question ${i} has no outcome or supporting-passage counts: write the file again with npm run train -- --evaluate-only --json`,
+      );
+  }
+  const evidence = (q: QuestionScore) => q.evidence as NonNullable<QuestionScore['evidence']>;
+  // 'wrong_unknown' only where some task names no supporting passage (not the synthetic task).
+  const outcomes = EPISODE_OUTCOMES.filter(
+    (o) => o !== 'wrong_unknown' || all.some((e) => e.questions.some((q) => evidence(q).outcome === o)),
+  );
+  const row = (qs: QuestionScore[]) => {
+    const shares = outcomes.map((o) => pct(qs.filter((q) => evidence(q).outcome === o).length / qs.length));
+    const named = qs.filter((q) => evidence(q).supportingPassages > 0);
+    const recall =
+      named.reduce((sum, q) => sum + evidence(q).supportingRetrieved / evidence(q).supportingPassages, 0) /
+      Math.max(1, named.length);
+    return `${shares.join(' | ')} | ${named.length ? pct(recall) : '–'} |`;
+  };
+  const header = `${outcomes.map((o) => OUTCOME_HEADERS[o]).join(' | ')} | supporting passages found |`;
+  const rule = `${outcomes.map(() => '---|').join('')}---|`;
+  console.log(
+    `${all[0].questions.length} questions; % of questions by outcome ("found": the supporting passages the episode's searches returned)\n`,
+  );
+  console.log(`| model | ${header}`);
+  console.log(`|---|${rule}`);
+  for (const e of all) console.log(`| ${e.model} | ${row(e.questions)}`);
+  const types = [...new Set(all[0].questions.map((q) => q.type))];
+  console.log(`\n| model · type | n | ${header}`);
+  console.log(`|---|---|${rule}`);
+  for (const t of types)
+    for (const e of all) {
+      const qs = e.questions.filter((q) => q.type === t);
+      console.log(`| ${e.model} · ${t} | ${qs.length} | ${row(qs)}`);
+    }
+  // What the fruitless searches asked for, where the file records it (written since the thirty-ninth session).
+  if (all.some((e) => e.questions.some((q) => evidence(q).vainSearch !== undefined))) {
+    const kindHeaders: Record<VainSearchKind, string> = {
+      names_missing: 'a missing passage',
+      names_found: 'a passage already found',
+      names_other: 'another passage',
+      invented_name: 'no passage (invented name)',
+      no_query: 'no query',
+    };
+    console.log(
+      '\nwrong answers after a fruitless last search (some or none found), by the title that search named: of a supporting passage still missing, of one already found, of another passage, or of none\n',
+    );
+    console.log(`| model | such answers | ${VAIN_SEARCH_KINDS.map((k) => kindHeaders[k]).join(' | ')} |`);
+    console.log(`|---|---|${VAIN_SEARCH_KINDS.map(() => '---|').join('')}`);
+    for (const e of all) {
+      const vain = e.questions.filter(
+        (q) =>
+          (evidence(q).outcome === 'wrong_missed_hop' || evidence(q).outcome === 'wrong_no_evidence') &&
+          evidence(q).vainSearch !== undefined,
+      );
+      const counts = VAIN_SEARCH_KINDS.map((k) => vain.filter((q) => evidence(q).vainSearch === k).length);
+      console.log(
+        `| ${e.model} | ${vain.length} | ${counts.map((c) => `${c} (${pct(c / Math.max(1, vain.length))} %)`).join(' | ')} |`,
+      );
+    }
+  }
+  const [base, ...others] = all;
+  for (const o of others) {
+    console.log(`\nquestions by outcome: ${base.model} (rows) → ${o.model} (columns)\n`);
+    console.log(`| ${base.model} ↓ | ${outcomes.map((x) => OUTCOME_HEADERS[x]).join(' | ')} | total |`);
+    console.log(`|---|${outcomes.map(() => '---|').join('')}---|`);
+    for (const from of outcomes) {
+      const idx = base.questions.flatMap((q, i) => (evidence(q).outcome === from ? [i] : []));
+      const counts = outcomes.map((to) => idx.filter((i) => evidence(o.questions[i]).outcome === to).length);
+      console.log(`| ${OUTCOME_HEADERS[from]} | ${counts.join(' | ')} | ${idx.length} |`);
+    }
+  }
 }
 
 function printDifferences(words: string[]): void {

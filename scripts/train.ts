@@ -31,6 +31,7 @@ import { loadCheckpoint } from '../src/agent/model/checkpoint.ts';
 import { directorySource } from '../src/agent/model/node-fs.ts';
 import { Gpu } from '../src/gpu/runtime.ts';
 import { ConfigError, parseConfigText } from '../src/rl/config.ts';
+import { classifyVainSearch } from '../src/rl/evidence.ts';
 import { describeMicroBatch } from '../src/rl/memory.ts';
 import { directoryStorage } from '../src/rl/node-storage.ts';
 import { METRICS_FILE, runFailureMessage, runTraining } from '../src/rl/run.ts';
@@ -140,19 +141,53 @@ if (values['evaluate-only']) {
   console.log(
     `  EM by question type: ${types.join(' · ')}; most frequent answer ${JSON.stringify(r.modalAnswer.answer)} (${(100 * r.modalAnswer.share).toFixed(0)} % of episodes)`,
   );
+  const o = r.byOutcome;
+  const share = (x: number) => `${(100 * x).toFixed(1)} %`;
+  console.log(
+    `  outcomes: right ${share(o.right)} · no answer ${share(o.no_answer)} · wrong with none / some then stopped / some then searched in vain / all ` +
+      `of the supporting passages found ${share(o.wrong_no_evidence)} / ${share(o.wrong_stopped_short)} / ${share(o.wrong_missed_hop)} / ${share(o.wrong_all_evidence)}` +
+      `${o.wrong_unknown > 0 ? ` · wrong, no supporting passages named ${share(o.wrong_unknown)}` : ''}; supporting passages found ${share(r.supportingRecall)}`,
+  );
   if (values.json) {
-    const { trajectories, ...summary } = r;
+    const { trajectories, evidence, ...summary } = r;
     // Each question's outcome, in the order played, so that two checkpoints' files can be compared
-    // question by question (npm run compare).
+    // question by question (npm run compare), with what its searches found (npm run compare -- --evidence).
     const tasks = split === 'test' ? trainer.dataset.test.tasks : trainer.dataset.train.tasks;
     const typeOf = new Map(tasks.map((t) => [t.id, t.type ?? 'untyped']));
-    const questions = trajectories.map((t) => ({
-      id: t.taskId,
-      type: typeOf.get(t.taskId) ?? 'untyped',
-      em: t.outcome?.em ?? 0,
-      f1: t.outcome?.f1 ?? 0,
-      prediction: t.prediction,
-    }));
+    // A passage's title names its entity: a fruitless search is read against the split's titles.
+    const corpus = split === 'test' ? trainer.dataset.test.corpus : trainer.dataset.train.corpus;
+    const titleOf = new Map(corpus.map((p) => [p.id, p.title]));
+    const allTitles = [...titleOf.values()];
+    const supportOf = new Map(tasks.map((t) => [t.id, t.supportingIds]));
+    const questions = trajectories.map((t, i) => {
+      const { missingIds, lastVainQuery, ...counts } = evidence[i];
+      const missingTitles = missingIds.map((id) => titleOf.get(id) ?? id);
+      const foundTitles = (supportOf.get(t.taskId) ?? [])
+        .filter((id) => !missingIds.includes(id))
+        .map((id) => titleOf.get(id) ?? id);
+      return {
+        id: t.taskId,
+        type: typeOf.get(t.taskId) ?? 'untyped',
+        em: t.outcome?.em ?? 0,
+        f1: t.outcome?.f1 ?? 0,
+        prediction: t.prediction,
+        ...counts,
+        missingTitles,
+        ...(lastVainQuery !== undefined
+          ? {
+              lastVainQuery,
+              vainSearch: classifyVainSearch(lastVainQuery, {
+                missing: missingTitles,
+                found: foundTitles,
+                all: allTitles,
+              }),
+            }
+          : {}),
+        turns: t.turns,
+        toolCalls: t.toolCalls,
+        doneReason: t.doneReason,
+      };
+    });
     await writeFile(
       values.json,
       `${JSON.stringify({ model: config.model.path, config: config.name, split, ...summary, seconds, questions }, null, 2)}\n`,

@@ -65,6 +65,10 @@ export async function evaluationLine(
     'eval/n': r.n,
     'eval/modal_answer_share': r.modalAnswer.share,
     ...Object.fromEntries(Object.entries(r.byType).map(([type, s]) => [`eval/em/${type}`, s.em])),
+    ...Object.fromEntries(
+      Object.entries(r.byOutcome).map(([outcome, share]) => [`eval/outcome/${outcome}`, share]),
+    ),
+    'eval/supporting_recall': r.supportingRecall,
     'time/eval_s': (performance.now() - t0) / 1000,
   };
   return { line, trajectories: r.trajectories };

@@ -60,6 +60,12 @@ import { buildTrainingBatch, sliceRows, type TrainableEpisode, type TrainingBatc
 import type { TrainConfig } from './config.ts';
 import { groupsWithScoreSpread } from './core-algos.ts';
 import { ValueModel } from './critic.ts';
+import {
+  type EpisodeEvidence,
+  type EvidenceSummary,
+  episodeEvidence,
+  summarizeEvidence,
+} from './evidence.ts';
 import { describeMicroBatch, MiB, type MicroBatchChoice, pickMicroBatchRows } from './memory.ts';
 import { type RolloutEvent, runRollouts, type Trajectory } from './rollout.ts';
 import {
@@ -124,6 +130,12 @@ export interface EvalResult {
    * policy that answers "no" to every question shows as { answer: "no", share: ≈ 1 }.
    */
   modalAnswer: { answer: string; share: number };
+  /** Share of the episodes by outcome: right, no answer, wrong with none / some / all of the supporting passages found (evidence.ts). */
+  byOutcome: EvidenceSummary['byOutcome'];
+  /** Mean share of the supporting passages an episode's searches returned. */
+  supportingRecall: number;
+  /** One per trajectory, in the same order. */
+  evidence: EpisodeEvidence[];
   trajectories: Trajectory[];
 }
 
@@ -1203,6 +1215,9 @@ export class Trainer {
       seed: sampling.seed ?? 0,
     });
     const t = ro.trajectories;
+    const supportOf = new Map(tasks.map((task) => [task.id, task.supportingIds]));
+    const evidence = t.map((x) => episodeEvidence(x, supportOf.get(x.taskId) ?? []));
+    const { byOutcome, supportingRecall } = summarizeEvidence(evidence);
     return {
       n: t.length,
       em: mean(t.map((x) => x.outcome?.em ?? 0)),
@@ -1214,6 +1229,9 @@ export class Trainer {
       truncatedTurns: truncatedTurnShare(t),
       byType: scoresByType(tasks, t),
       modalAnswer: modalAnswer(t),
+      byOutcome,
+      supportingRecall,
+      evidence,
       trajectories: t,
     };
   }

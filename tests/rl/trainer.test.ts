@@ -14,6 +14,7 @@ import type { Gpu } from '../../src/gpu/runtime.ts';
 import type { TrainingBatch } from '../../src/rl/batch.ts';
 import { type AlgorithmName, parseConfigText, type TrainConfig } from '../../src/rl/config.ts';
 import { groupsWithScoreSpread } from '../../src/rl/core-algos.ts';
+import { EPISODE_OUTCOMES } from '../../src/rl/evidence.ts';
 import { runTraining } from '../../src/rl/run.ts';
 import {
   buildSftTraces,
@@ -678,6 +679,13 @@ describe('trainer', () => {
       expect(typeKeys.length).toBeGreaterThan(0);
       for (const k of typeKeys) expect(line[k]).toBeGreaterThanOrEqual(0);
       expect(line['eval/modal_answer_share']).toBeGreaterThan(0);
+      // The outcomes (src/rl/evidence.ts) split every episode: their shares add up to 1; EM is the right share.
+      const outcomeKeys = Object.keys(line).filter((k) => k.startsWith('eval/outcome/'));
+      expect(outcomeKeys.sort()).toEqual(EPISODE_OUTCOMES.map((o) => `eval/outcome/${o}`).sort());
+      expect(outcomeKeys.reduce((sum, k) => sum + (line[k] as number), 0)).toBeCloseTo(1, 12);
+      expect(line['eval/outcome/right']).toBeCloseTo(line['eval/em'] as number, 12);
+      expect(line['eval/supporting_recall']).toBeGreaterThanOrEqual(0);
+      expect(line['eval/supporting_recall']).toBeLessThanOrEqual(1);
     }
     expect(await storage.list('checkpoints')).toEqual(['step-000001', 'step-000002']);
     const files = new Map<string, Uint8Array>();

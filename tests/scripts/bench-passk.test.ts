@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { EPISODE_OUTCOMES, VAIN_SEARCH_KINDS } from '../../src/rl/evidence.ts';
 
 const node = (script: string, args: string[]) => {
   const r = spawnSync(
@@ -93,7 +94,22 @@ describe('npm run train -- --evaluate-only --split', () => {
       expect(typeof q.type).toBe('string');
       expect([0, 1]).toContain(q.em);
       expect(q.f1).toBeGreaterThanOrEqual(q.em);
+      // What its searches found (src/rl/evidence.ts), which npm run compare -- --evidence reads.
+      expect(EPISODE_OUTCOMES).toContain(q.outcome);
+      expect(q.outcome === 'right').toBe(q.em === 1);
+      expect(q.supportingPassages).toBeGreaterThan(0);
+      expect(q.supportingRetrieved).toBeGreaterThanOrEqual(0);
+      expect(q.supportingRetrieved).toBeLessThanOrEqual(q.supportingPassages);
+      expect(q.turns).toBeGreaterThanOrEqual(1);
+      expect(q.toolCalls).toBeGreaterThanOrEqual(0);
+      expect(typeof q.doneReason).toBe('string');
+      expect(q.missingTitles).toHaveLength(q.supportingPassages - q.supportingRetrieved);
+      if ('lastVainQuery' in q) expect(VAIN_SEARCH_KINDS).toContain(q.vainSearch);
+      else expect(q.vainSearch).toBeUndefined();
     }
+    expect(r.out).toMatch(
+      /outcomes: right [\d.]+ % · no answer [\d.]+ % · .*; supporting passages found [\d.]+ %/,
+    );
     const emSum = written.questions.reduce((a: number, q: { em: number }) => a + q.em, 0);
     expect(emSum / 6).toBeCloseTo(written.em, 12);
     for (const [type, s] of Object.entries(written.byType as Record<string, { n: number }>))

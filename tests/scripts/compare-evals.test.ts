@@ -94,6 +94,73 @@ describe('npm run compare', () => {
     expect(one.out.trim()).toBe('compare: --differences needs at least 2 differences (one per pair), got 1');
   });
 
+  it("sorts each file's questions by what their searches found (--evidence), with the moves from the base", () => {
+    const q = (id: string, type: string, outcome: string, k: number, em = outcome === 'right' ? 1 : 0) => ({
+      id,
+      type,
+      em,
+      f1: em,
+      outcome,
+      supportingPassages: 2,
+      supportingRetrieved: k,
+    });
+    const file = (name: string, model: string, questions: object[]) => {
+      const f = join(dir, name);
+      writeFileSync(f, JSON.stringify({ model, questions }));
+      return f;
+    };
+    const base = file('eb.json', 'start', [
+      q('q0', 'bridge', 'wrong_stopped_short', 1),
+      q('q1', 'bridge', 'wrong_all_evidence', 2),
+      q('q2', 'yesno', 'no_answer', 0),
+      q('q3', 'yesno', 'right', 2),
+    ]);
+    const other = file('eo.json', 'grpo', [
+      q('q0', 'bridge', 'right', 2),
+      q('q1', 'bridge', 'wrong_all_evidence', 2),
+      { ...q('q2', 'yesno', 'wrong_no_evidence', 0), vainSearch: 'invented_name' },
+      q('q3', 'yesno', 'right', 2),
+    ]);
+    const r = run('--evidence', base, other);
+    expect(r.status, r.out).toBe(0);
+    expect(r.out).toMatch(/4 questions; % of questions by outcome/);
+    // No task without supporting passages: no "none named" column.
+    expect(r.out).toContain(
+      '| model | right | no answer | wrong, none found | wrong, some found, stopped | wrong, some found, searched again | wrong, all found | supporting passages found |',
+    );
+    // Recall (0.5 + 1 + 0 + 1) / 4 and (1 + 1 + 0 + 1) / 4.
+    expect(r.out).toContain('| start | 25.0 | 25.0 | 0.0 | 25.0 | 0.0 | 25.0 | 62.5 |');
+    expect(r.out).toContain('| grpo | 50.0 | 0.0 | 25.0 | 0.0 | 0.0 | 25.0 | 75.0 |');
+    expect(r.out).toContain('| start · bridge | 2 | 0.0 | 0.0 | 0.0 | 50.0 | 0.0 | 50.0 | 75.0 |');
+    expect(r.out).toContain('| grpo · yesno | 2 | 50.0 | 0.0 | 50.0 | 0.0 | 0.0 | 0.0 | 50.0 |');
+    expect(r.out).toMatch(/questions by outcome: start \(rows\) → grpo \(columns\)/);
+    expect(r.out).toContain('| wrong, some found, stopped | 1 | 0 | 0 | 0 | 0 | 0 | 1 |');
+    expect(r.out).toContain('| no answer | 0 | 0 | 1 | 0 | 0 | 0 | 1 |');
+    expect(r.out).toContain('| wrong, all found | 0 | 0 | 0 | 0 | 0 | 1 | 1 |');
+    // The fruitless searches, where recorded: grpo's one wrong answer with none found searched a name no passage has.
+    expect(r.out).toMatch(/wrong answers after a fruitless last search/);
+    expect(r.out).toContain(
+      '| model | such answers | a missing passage | a passage already found | another passage | no passage (invented name) | no query |',
+    );
+    expect(r.out).toContain('| start | 0 | 0 (0.0 %) | 0 (0.0 %) | 0 (0.0 %) | 0 (0.0 %) | 0 (0.0 %) |');
+    expect(r.out).toContain('| grpo | 1 | 0 (0.0 %) | 0 (0.0 %) | 0 (0.0 %) | 1 (100.0 %) | 0 (0.0 %) |');
+    // One file alone: its breakdown, no moves (and no search table: the base records none).
+    const alone = run('--evidence', base);
+    expect(alone.status, alone.out).toBe(0);
+    expect(alone.out).not.toMatch(/questions by outcome:/);
+    expect(alone.out).not.toMatch(/fruitless/);
+    // A file written before the outcome fields existed: one line naming it, exit 2.
+    const old = write('eold.json', 'old', [1, 0, 1, 0]);
+    const bad = run('--evidence', base, old);
+    expect(bad.status, bad.out).toBe(2);
+    expect(bad.out.trim()).toMatch(
+      /^compare: .*eold\.json: question 0 has no outcome or supporting-passage counts: write the file again with npm run train -- --evaluate-only --json$/,
+    );
+    const none = run('--evidence');
+    expect(none.status, none.out).toBe(2);
+    expect(none.out.trim()).toBe('compare: --evidence takes one evaluation file or more');
+  });
+
   it('refuses files it cannot compare with one line and exit 2', () => {
     const base = write('b.json', 'start', [1, 0, 1]);
     const shorter = write('s.json', 'x', [1, 0]);
