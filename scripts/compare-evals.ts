@@ -13,8 +13,9 @@
 // With --differences, numbers instead of files: pairs' recorded EM differences in points (say −2.5
 // −1.0 −1.3, from sessions whose replays are gone), read pair by pair as --pairs does (Student's t).
 // With --evidence, what each episode's searches had found when it answered (src/rl/evidence.ts): per
-// file the share of questions right, unanswered, and answered wrongly with none, some (then stopped, or
-// searched again in vain) or all of the supporting passages found, overall and per type; then, for each file after the first, where the
+// file the share of questions right (and right with every supporting passage found), unanswered, and
+// answered wrongly with none, some (then stopped, or searched again in vain) or all of them found,
+// overall and per type; what the fruitless last searches named (where the files record it); then, for each file after the first, where the
 // base's questions went (a table of counts, base outcome × other outcome).
 // Bad input (a missing file, no per-question list, different questions) is one line and exit 2.
 import { readFileSync } from 'node:fs';
@@ -208,16 +209,27 @@ function printEvidence(all: Evaluation[]): void {
   const outcomes = EPISODE_OUTCOMES.filter(
     (o) => o !== 'wrong_unknown' || all.some((e) => e.questions.some((q) => evidence(q).outcome === o)),
   );
+  const allFound = (q: QuestionScore) =>
+    evidence(q).supportingPassages > 0 && evidence(q).supportingRetrieved === evidence(q).supportingPassages;
   const row = (qs: QuestionScore[]) => {
     const shares = outcomes.map((o) => pct(qs.filter((q) => evidence(q).outcome === o).length / qs.length));
+    // Right answers given with every supporting passage in the context: the rest were right without
+    // the evidence (a yes/no or a guess that happened to match).
+    const rightWithAll = pct(
+      qs.filter((q) => evidence(q).outcome === 'right' && allFound(q)).length / qs.length,
+    );
     const named = qs.filter((q) => evidence(q).supportingPassages > 0);
     const recall =
       named.reduce((sum, q) => sum + evidence(q).supportingRetrieved / evidence(q).supportingPassages, 0) /
       Math.max(1, named.length);
-    return `${shares.join(' | ')} | ${named.length ? pct(recall) : '–'} |`;
+    return `${shares[0]} | ${rightWithAll} | ${shares.slice(1).join(' | ')} | ${named.length ? pct(recall) : '–'} |`;
   };
-  const header = `${outcomes.map((o) => OUTCOME_HEADERS[o]).join(' | ')} | supporting passages found |`;
-  const rule = `${outcomes.map(() => '---|').join('')}---|`;
+  // outcomes[0] is 'right'.
+  const header = `right | right, all found | ${outcomes
+    .slice(1)
+    .map((o) => OUTCOME_HEADERS[o])
+    .join(' | ')} | supporting passages found |`;
+  const rule = `${outcomes.map(() => '---|').join('')}---|---|`;
   console.log(
     `${all[0].questions.length} questions; % of questions by outcome ("found": the supporting passages the episode's searches returned)\n`,
   );

@@ -13,9 +13,9 @@
 //   wrong_unknown        it answered wrongly on a task that names no supporting passage
 //
 // no_answer and wrong_stopped_short are behaviour: answering, searching again. wrong_all_evidence is
-// reading (or, on yes/no and comparison questions, comparing) what was found. The two between mix both:
-// a search for the wrong entity is often a name misread from a passage already found. docs/results.md
-// reads the bundled model's held-out failures this way.
+// reading (or, on yes/no and comparison questions, comparing) what was found. The two between mix both,
+// and classifyVainSearch (below) tells them apart by what the fruitless search named. docs/results.md
+// reads the bundled model's held-out failures this way (thirty-ninth session).
 
 import { normalizeAnswer } from '../env/reward.ts';
 import type { Trajectory } from './rollout.ts';

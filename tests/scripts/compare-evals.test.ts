@@ -116,7 +116,7 @@ describe('npm run compare', () => {
       q('q3', 'yesno', 'right', 2),
     ]);
     const other = file('eo.json', 'grpo', [
-      q('q0', 'bridge', 'right', 2),
+      q('q0', 'bridge', 'right', 1),
       q('q1', 'bridge', 'wrong_all_evidence', 2),
       { ...q('q2', 'yesno', 'wrong_no_evidence', 0), vainSearch: 'invented_name' },
       q('q3', 'yesno', 'right', 2),
@@ -126,13 +126,15 @@ describe('npm run compare', () => {
     expect(r.out).toMatch(/4 questions; % of questions by outcome/);
     // No task without supporting passages: no "none named" column.
     expect(r.out).toContain(
-      '| model | right | no answer | wrong, none found | wrong, some found, stopped | wrong, some found, searched again | wrong, all found | supporting passages found |',
+      '| model | right | right, all found | no answer | wrong, none found | wrong, some found, stopped | wrong, some found, searched again | wrong, all found | supporting passages found |',
     );
-    // Recall (0.5 + 1 + 0 + 1) / 4 and (1 + 1 + 0 + 1) / 4.
-    expect(r.out).toContain('| start | 25.0 | 25.0 | 0.0 | 25.0 | 0.0 | 25.0 | 62.5 |');
-    expect(r.out).toContain('| grpo | 50.0 | 0.0 | 25.0 | 0.0 | 0.0 | 25.0 | 75.0 |');
-    expect(r.out).toContain('| start · bridge | 2 | 0.0 | 0.0 | 0.0 | 50.0 | 0.0 | 50.0 | 75.0 |');
-    expect(r.out).toContain('| grpo · yesno | 2 | 50.0 | 0.0 | 50.0 | 0.0 | 0.0 | 0.0 | 50.0 |');
+    // Recall (0.5 + 1 + 0 + 1) / 4 in both.
+    // grpo's q0 is right with one of its two passages found, q3 with both: 50 % right, half of it with the evidence.
+    expect(r.out).toContain('| start | 25.0 | 25.0 | 25.0 | 0.0 | 25.0 | 0.0 | 25.0 | 62.5 |');
+    expect(r.out).toContain('| grpo | 50.0 | 25.0 | 0.0 | 25.0 | 0.0 | 0.0 | 25.0 | 62.5 |');
+    expect(r.out).toContain('| grpo · bridge | 2 | 50.0 | 0.0 | 0.0 | 0.0 | 0.0 | 0.0 | 50.0 | 75.0 |');
+    expect(r.out).toContain('| start · bridge | 2 | 0.0 | 0.0 | 0.0 | 0.0 | 50.0 | 0.0 | 50.0 | 75.0 |');
+    expect(r.out).toContain('| grpo · yesno | 2 | 50.0 | 50.0 | 0.0 | 50.0 | 0.0 | 0.0 | 0.0 | 50.0 |');
     expect(r.out).toMatch(/questions by outcome: start \(rows\) → grpo \(columns\)/);
     expect(r.out).toContain('| wrong, some found, stopped | 1 | 0 | 0 | 0 | 0 | 0 | 1 |');
     expect(r.out).toContain('| no answer | 0 | 0 | 1 | 0 | 0 | 0 | 1 |');
