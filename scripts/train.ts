@@ -188,10 +188,15 @@ if (values['evaluate-only']) {
         doneReason: t.doneReason,
       };
     });
-    await writeFile(
-      values.json,
-      `${JSON.stringify({ model: config.model.path, config: config.name, split, ...summary, seconds, questions }, null, 2)}\n`,
+    // The summary indented, each question on one line: a 400-question replay stays a few tens of kB
+    // (docs/replays keeps them) and two replays still diff question by question.
+    const head = JSON.stringify(
+      { model: config.model.path, config: config.name, split, ...summary, seconds },
+      null,
+      2,
     );
+    const list = questions.map((q) => `    ${JSON.stringify(q)}`).join(',\n');
+    await writeFile(values.json, `${head.slice(0, -2)},\n  "questions": [\n${list}\n  ]\n}\n`);
   }
   trainer.release();
   gpu.destroy();
