@@ -40,6 +40,12 @@ export const CHARTS: ChartSpec[] = [
   },
   { key: 'episode/f1', title: 'F1', help: 'word overlap of answer and gold answer' },
   {
+    key: 'eval/supporting_recall',
+    title: 'evidence found (held-out)',
+    help: 'share of each question’s supporting passages its searches returned before it answered',
+    optional: true,
+  },
+  {
     key: 'actor/kl_ref_k3',
     title: 'KL to the start model',
     help: 'how far the policy has moved (k3 estimate)',
