@@ -719,7 +719,7 @@ export class Trainer {
       t?.release();
     this.step = step;
     if (skipped > 0) this.skippedSteps++;
-    const metrics = this.rlMetrics(step, trajectories, batch, {
+    const metrics = this.rlMetrics(step, questions, trajectories, batch, {
       logprob: oldLogprobArr,
       entropy: oldEntropyArr,
       ref: refArr,
@@ -901,6 +901,7 @@ export class Trainer {
 
   private rlMetrics(
     step: number,
+    questions: readonly QaTask[],
     trajectories: Trajectory[],
     batch: TrainingBatch,
     a: {
@@ -925,6 +926,10 @@ export class Trainer {
     m['episode/format_valid'] = mean(trajectories.map((t) => (t.outcome?.formatValid ? 1 : 0)));
     m['episode/turns'] = mean(trajectories.map((t) => t.turns));
     m['episode/tool_calls'] = mean(trajectories.map((t) => t.toolCalls));
+    // A trajectory's group is its question's index in the step's list.
+    m['episode/supporting_recall'] = summarizeEvidence(
+      trajectories.map((t) => episodeEvidence(t, questions[t.group].supportingIds)),
+    ).supportingRecall;
     m['episode/truncated_turns'] = truncatedTurnShare(trajectories);
     m['episode/response_length'] = mean(
       trajectories.map((t) => t.sources.reduce((n, src) => n + (src === 'policy' ? 1 : 0), 0)),

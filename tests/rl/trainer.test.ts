@@ -673,6 +673,11 @@ describe('trainer', () => {
       expect(line['perf/gpu_held_mib']).toBeGreaterThanOrEqual(peak);
       expect(line['perf/gpu_pool_trimmed_mib']).toBeGreaterThanOrEqual(0);
     }
+    // Each step line gives the share of supporting passages its episodes' searches found.
+    for (const line of parsed.filter((l) => 'reward/mean' in l)) {
+      expect(line['episode/supporting_recall']).toBeGreaterThanOrEqual(0);
+      expect(line['episode/supporting_recall']).toBeLessThanOrEqual(1);
+    }
     // Each evaluation line breaks EM down by question type and gives the most frequent answer's share.
     for (const line of parsed.filter((l) => 'eval/em' in l)) {
       const typeKeys = Object.keys(line).filter((k) => k.startsWith('eval/em/'));
