@@ -56,8 +56,8 @@ export function episodeEvidence(
 ): EpisodeEvidence {
   const supporting = new Set(supportingIds);
   const found = new Set<string>();
-  // Retrieval calls since the last one that found a supporting passage, and the last of them.
-  let searchesSinceLastFind = 0;
+  // The query of the last retrieval when it found nothing new; undefined when there was none since the
+  // last find (or no retrieval at all).
   let lastVainQuery: string | null | undefined;
   // Only results the policy read: the last turn's tool responses are not appended when the episode
   // ends with it (TurnRecord.resultAppended).
@@ -67,7 +67,6 @@ export function episodeEvidence(
       if (call.retrievedIds === undefined) continue; // not a retrieval that ran
       const fresh = (call.newGoldIds ?? []).filter((id) => supporting.has(id) && !found.has(id));
       for (const id of fresh) found.add(id);
-      searchesSinceLastFind = fresh.length > 0 ? 0 : searchesSinceLastFind + 1;
       const query = call.arguments?.query;
       lastVainQuery = fresh.length > 0 ? undefined : typeof query === 'string' ? query : null;
     }
@@ -79,7 +78,7 @@ export function episodeEvidence(
   else if (trajectory.prediction === null) outcome = 'no_answer';
   else if (n === 0) outcome = 'wrong_unknown';
   else if (k === 0) outcome = 'wrong_no_evidence';
-  else if (k < n) outcome = searchesSinceLastFind === 0 ? 'wrong_stopped_short' : 'wrong_missed_hop';
+  else if (k < n) outcome = lastVainQuery === undefined ? 'wrong_stopped_short' : 'wrong_missed_hop';
   else outcome = 'wrong_all_evidence';
   return {
     supportingPassages: n,
