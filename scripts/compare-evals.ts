@@ -15,11 +15,14 @@
 // With --evidence, what each episode's searches had found when it answered (src/rl/evidence.ts): per
 // file the share of questions right (and right with every supporting passage found), unanswered, and
 // answered wrongly with none, some (then stopped, or searched again in vain) or all of them found,
-// overall and per type; what the fruitless last searches named (where the files record it); then, for each file after the first, where the
-// base's questions went (a table of counts, base outcome × other outcome).
+// overall and per type; what the fruitless last searches named and where the answers' words came from
+// (where the files record them); then, for each file after the first, where the base's questions went
+// (a table of counts, base outcome × other outcome).
 // Bad input (a missing file, no per-question list, different questions) is one line and exit 2.
 import { readFileSync } from 'node:fs';
 import {
+  ANSWER_SOURCES,
+  type AnswerSource,
   EPISODE_OUTCOMES,
   type EpisodeOutcome,
   VAIN_SEARCH_KINDS,
@@ -39,6 +42,8 @@ interface QuestionScore {
     supportingRetrieved: number;
     /** What its last fruitless search asked for (src/rl/evidence.ts), when it had one. */
     vainSearch?: VainSearchKind;
+    /** Where its answer's words came from (src/rl/evidence.ts); in files written since the forty-first session. */
+    answerSource?: AnswerSource;
   };
 }
 
@@ -83,6 +88,9 @@ function readEval(file: string): { model: string; questions: QuestionScore[] } {
               supportingRetrieved: q.supportingRetrieved,
               ...((VAIN_SEARCH_KINDS as readonly unknown[]).includes(q.vainSearch)
                 ? { vainSearch: q.vainSearch as VainSearchKind }
+                : {}),
+              ...((ANSWER_SOURCES as readonly unknown[]).includes(q.answerSource)
+                ? { answerSource: q.answerSource as AnswerSource }
                 : {}),
             },
           }
@@ -269,6 +277,33 @@ function printEvidence(all: Evaluation[]): void {
         `| ${e.model} | ${vain.length} | ${counts.map((c) => `${c} (${pct(c / Math.max(1, vain.length))} %)`).join(' | ')} |`,
       );
     }
+  }
+  // Where the answers' words came from, where the file records it (written since the forty-first session).
+  if (all.some((e) => e.questions.some((q) => evidence(q).answerSource !== undefined))) {
+    const sourceHeaders: Record<AnswerSource, string> = {
+      no_answer: 'no answer',
+      yes_no: 'yes / no',
+      from_question: 'from the question',
+      from_results: 'from the results read',
+      nowhere: 'in nothing read',
+    };
+    console.log(
+      '\nwhere the answers came from: questions (of them right), by type; "in nothing read": words in neither the question nor a tool result the episode read (a name miscopied or blended)\n',
+    );
+    console.log(`| model · type | n | ${ANSWER_SOURCES.map((k) => sourceHeaders[k]).join(' | ')} |`);
+    console.log(`|---|---|${ANSWER_SOURCES.map(() => '---|').join('')}`);
+    for (const t of ['all', ...types])
+      for (const e of all) {
+        const qs = e.questions.filter(
+          (q) => evidence(q).answerSource !== undefined && (t === 'all' || q.type === t),
+        );
+        if (qs.length === 0) continue;
+        const cells = ANSWER_SOURCES.map((k) => {
+          const of = qs.filter((q) => evidence(q).answerSource === k);
+          return `${of.length} (${of.filter((q) => q.em >= 1).length})`;
+        });
+        console.log(`| ${e.model} · ${t} | ${qs.length} | ${cells.join(' | ')} |`);
+      }
   }
   const [base, ...others] = all;
   for (const o of others) {

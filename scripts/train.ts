@@ -31,7 +31,7 @@ import { loadCheckpoint } from '../src/agent/model/checkpoint.ts';
 import { directorySource } from '../src/agent/model/node-fs.ts';
 import { Gpu } from '../src/gpu/runtime.ts';
 import { ConfigError, parseConfigText } from '../src/rl/config.ts';
-import { classifyVainSearch } from '../src/rl/evidence.ts';
+import { type AnswerSource, classifyAnswerSource, classifyVainSearch } from '../src/rl/evidence.ts';
 import { describeMicroBatch } from '../src/rl/memory.ts';
 import { directoryStorage } from '../src/rl/node-storage.ts';
 import { METRICS_FILE, runFailureMessage, runTraining } from '../src/rl/run.ts';
@@ -148,6 +148,12 @@ if (values['evaluate-only']) {
       `of the supporting passages found ${share(o.wrong_no_evidence)} / ${share(o.wrong_stopped_short)} / ${share(o.wrong_missed_hop)} / ${share(o.wrong_all_evidence)}` +
       `${o.wrong_unknown > 0 ? ` · wrong, no supporting passages named ${share(o.wrong_unknown)}` : ''}; supporting passages found ${share(r.supportingRecall)}`,
   );
+  const sources = r.trajectories.map((t) => classifyAnswerSource(t));
+  const sourceShare = (k: AnswerSource) =>
+    share(sources.filter((x) => x === k).length / Math.max(1, sources.length));
+  console.log(
+    `  answers: yes/no ${sourceShare('yes_no')} · from the question ${sourceShare('from_question')} · from the results read ${sourceShare('from_results')} · in nothing read ${sourceShare('nowhere')}`,
+  );
   if (values.json) {
     const { trajectories, evidence, ...summary } = r;
     // Each question's outcome, in the order played, so that two checkpoints' files can be compared
@@ -171,6 +177,7 @@ if (values['evaluate-only']) {
         em: t.outcome?.em ?? 0,
         f1: t.outcome?.f1 ?? 0,
         prediction: t.prediction,
+        answerSource: sources[i],
         ...counts,
         missingTitles,
         ...(lastVainQuery !== undefined

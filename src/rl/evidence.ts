@@ -153,3 +153,33 @@ export function classifyVainSearch(query: string | null, titles: SearchTitles): 
   if (names(titles.all)) return 'names_other';
   return 'invented_name';
 }
+
+// Where an answer's words come from, read against what the episode had in front of it when it answered:
+//   no_answer       no answer
+//   yes_no          "yes" or "no": a choice, not a copy
+//   from_question   words of the question (a comparison's answer is one of its two names)
+//   from_results    words of a tool result the policy read, not of the question (a passage's entity,
+//                   the right one or not, or a year a passage gave)
+//   nowhere         in neither: a name miscopied or blended ("Orchards of Condbral" from the question's
+//                   "Orchards of Stasbreix" and "Tide of Condbral"), a year no passage gave, or an answer
+//                   with no words left after normalising
+// Right answers are sorted too: a right bridge answer is from_results, a right comparison from_question.
+// Texts compare as EM normalises answers, the answer matching whole words only; the question comes
+// first, so a name in both is from_question. docs/results.md reads the held-out answers this way
+// (forty-first session).
+export const ANSWER_SOURCES = ['no_answer', 'yes_no', 'from_question', 'from_results', 'nowhere'] as const;
+export type AnswerSource = (typeof ANSWER_SOURCES)[number];
+
+export function classifyAnswerSource(
+  trajectory: Pick<Trajectory, 'prediction' | 'question' | 'turnRecords'>,
+): AnswerSource {
+  if (trajectory.prediction === null) return 'no_answer';
+  const answer = normalizeAnswer(trajectory.prediction);
+  if (answer === 'yes' || answer === 'no') return 'yes_no';
+  if (answer === '') return 'nowhere';
+  const has = (text: string) => ` ${normalizeAnswer(text)} `.includes(` ${answer} `);
+  if (has(trajectory.question)) return 'from_question';
+  // Only results the policy read (as episodeEvidence): the last turn's are not appended when it ends.
+  if (trajectory.turnRecords.some((t) => t.resultAppended && has(t.toolResultText))) return 'from_results';
+  return 'nowhere';
+}

@@ -1,8 +1,10 @@
-// episodeEvidence, summarizeEvidence and classifyVainSearch (src/rl/evidence.ts): what an episode's searches
-// had found when it answered, the outcome that sorts a wrong answer into behaviour (none found, stopped
-// short, no answer) or reading (all found), and what a fruitless search asked for.
+// episodeEvidence, summarizeEvidence, classifyVainSearch and classifyAnswerSource (src/rl/evidence.ts): what
+// an episode's searches had found when it answered, the outcome that sorts a wrong answer into behaviour
+// (none found, stopped short, no answer) or reading (all found), what a fruitless search asked for, and
+// where the answer's words came from.
 import { describe, expect, it } from 'vitest';
 import {
+  classifyAnswerSource,
   classifyVainSearch,
   type EpisodeEvidence,
   episodeEvidence,
@@ -184,5 +186,46 @@ describe('classifyVainSearch', () => {
     const titles = { missing: ['Borke'], found: ['Wenba Zuskound'], all };
     expect(classifyVainSearch('Wenba Zuskound Borke', titles)).toBe('names_missing');
     expect(classifyVainSearch('Wenba Zuskound Geiheth University', titles)).toBe('names_found');
+  });
+});
+
+describe('classifyAnswerSource', () => {
+  const question = 'Which came out first, the album Orchards of Stasbreix or the novel Tide of Condbral?';
+  // A turn whose tool result the policy read (or not), rendered as the template does.
+  const read = (text: string, resultAppended = true) => ({
+    resultAppended,
+    toolResultText: `<|im_start|>user\n<tool_response>\n${text}\n</tool_response><|im_end|>\n`,
+  });
+  const results = [
+    read('1. Orchards of Wabriax: Orchards of Wabriax is a 1954 album recorded by Necoul Talmoth.'),
+    read('1. Tide of Condbral: The novel Tide of Condbral appeared in 1963.'),
+  ];
+  const answer = (prediction: string | null, turns: object[] = results) =>
+    classifyAnswerSource({ prediction, question, turnRecords: turns } as unknown as Trajectory);
+
+  it('sorts an answer by the text its words are in: the question first, then the results read', () => {
+    expect(answer(null)).toBe('no_answer');
+    expect(answer('Yes')).toBe('yes_no');
+    expect(answer(' no.')).toBe('yes_no');
+    // Either of the question's names, right or wrong, cased and punctuated as EM normalises.
+    expect(answer('Orchards of Stasbreix')).toBe('from_question');
+    expect(answer('tide of condbral!')).toBe('from_question');
+    // A name in both is the question's.
+    expect(answer('Tide of Condbral', [read('Tide of Condbral: a novel.')])).toBe('from_question');
+    // The wrong entity of a passage read, and a year a passage gave.
+    expect(answer('Orchards of Wabriax')).toBe('from_results');
+    expect(answer('1954')).toBe('from_results');
+    expect(answer('Necoul Talmoth')).toBe('from_results');
+  });
+
+  it('is nowhere for a blend, a partial word, an unread result or nothing left after normalising', () => {
+    // Two of the question's names blended: every word is in the question, the phrase is not.
+    expect(answer('Orchards of Condbral')).toBe('nowhere');
+    expect(answer('Orchards of Stas')).toBe('nowhere');
+    expect(answer('2003')).toBe('nowhere');
+    // The last turn's results end the episode unread.
+    expect(answer('Orchards of Wabriax', [read('Orchards of Wabriax: an album.', false)])).toBe('nowhere');
+    expect(answer('the')).toBe('nowhere');
+    expect(answer('')).toBe('nowhere');
   });
 });

@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { EPISODE_OUTCOMES, VAIN_SEARCH_KINDS } from '../../src/rl/evidence.ts';
+import { ANSWER_SOURCES, EPISODE_OUTCOMES, VAIN_SEARCH_KINDS } from '../../src/rl/evidence.ts';
 
 const node = (script: string, args: string[]) => {
   const r = spawnSync(
@@ -106,9 +106,15 @@ describe('npm run train -- --evaluate-only --split', () => {
       expect(q.missingTitles).toHaveLength(q.supportingPassages - q.supportingRetrieved);
       if ('lastVainQuery' in q) expect(VAIN_SEARCH_KINDS).toContain(q.vainSearch);
       else expect(q.vainSearch).toBeUndefined();
+      // Where its answer's words came from (src/rl/evidence.ts): none exactly when there is no answer.
+      expect(ANSWER_SOURCES).toContain(q.answerSource);
+      expect(q.answerSource === 'no_answer').toBe(q.prediction === null);
     }
     expect(r.out).toMatch(
       /outcomes: right [\d.]+ % · no answer [\d.]+ % · .*; supporting passages found [\d.]+ %/,
+    );
+    expect(r.out).toMatch(
+      /answers: yes\/no [\d.]+ % · from the question [\d.]+ % · from the results read [\d.]+ % · in nothing read [\d.]+ %/,
     );
     const emSum = written.questions.reduce((a: number, q: { em: number }) => a + q.em, 0);
     expect(emSum / 6).toBeCloseTo(written.em, 12);

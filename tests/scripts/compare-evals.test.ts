@@ -116,10 +116,10 @@ describe('npm run compare', () => {
       q('q3', 'yesno', 'right', 2),
     ]);
     const other = file('eo.json', 'grpo', [
-      q('q0', 'bridge', 'right', 1),
-      q('q1', 'bridge', 'wrong_all_evidence', 2),
-      { ...q('q2', 'yesno', 'wrong_no_evidence', 0), vainSearch: 'invented_name' },
-      q('q3', 'yesno', 'right', 2),
+      { ...q('q0', 'bridge', 'right', 1), answerSource: 'from_results' },
+      { ...q('q1', 'bridge', 'wrong_all_evidence', 2), answerSource: 'from_question' },
+      { ...q('q2', 'yesno', 'wrong_no_evidence', 0), vainSearch: 'invented_name', answerSource: 'nowhere' },
+      { ...q('q3', 'yesno', 'right', 2), answerSource: 'yes_no' },
     ]);
     const r = run('--evidence', base, other);
     expect(r.status, r.out).toBe(0);
@@ -146,11 +146,21 @@ describe('npm run compare', () => {
     );
     expect(r.out).toContain('| start | 0 | 0 (0.0 %) | 0 (0.0 %) | 0 (0.0 %) | 0 (0.0 %) | 0 (0.0 %) |');
     expect(r.out).toContain('| grpo | 1 | 0 (0.0 %) | 0 (0.0 %) | 0 (0.0 %) | 1 (100.0 %) | 0 (0.0 %) |');
+    // Where the answers came from, where recorded (grpo only): counts, right ones in brackets.
+    expect(r.out).toMatch(/where the answers came from/);
+    expect(r.out).toContain(
+      '| model · type | n | no answer | yes / no | from the question | from the results read | in nothing read |',
+    );
+    expect(r.out).toContain('| grpo · all | 4 | 0 (0) | 1 (1) | 1 (0) | 1 (1) | 1 (0) |');
+    expect(r.out).toContain('| grpo · bridge | 2 | 0 (0) | 0 (0) | 1 (0) | 1 (1) | 0 (0) |');
+    expect(r.out).toContain('| grpo · yesno | 2 | 0 (0) | 1 (1) | 0 (0) | 0 (0) | 1 (0) |');
+    expect(r.out).not.toMatch(/\| start · all/);
     // One file alone: its breakdown, no moves (and no search table: the base records none).
     const alone = run('--evidence', base);
     expect(alone.status, alone.out).toBe(0);
     expect(alone.out).not.toMatch(/questions by outcome:/);
     expect(alone.out).not.toMatch(/fruitless/);
+    expect(alone.out).not.toMatch(/where the answers came from/);
     // A file written before the outcome fields existed: one line naming it, exit 2.
     const old = write('eold.json', 'old', [1, 0, 1, 0]);
     const bad = run('--evidence', base, old);
