@@ -142,11 +142,10 @@ export interface SearchTitles {
 
 export function classifyVainSearch(query: string | null, titles: SearchTitles): VainSearchKind {
   if (query === null) return 'no_query';
-  const q = ` ${normalizeAnswer(query)} `;
   const names = (list: readonly string[]) =>
     list.some((title) => {
       const t = normalizeAnswer(title);
-      return t !== '' && q.includes(` ${t} `);
+      return t !== '' && containsWords(query, t);
     });
   if (names(titles.missing)) return 'names_missing';
   if (names(titles.found)) return 'names_found';
@@ -177,9 +176,14 @@ export function classifyAnswerSource(
   const answer = normalizeAnswer(trajectory.prediction);
   if (answer === 'yes' || answer === 'no') return 'yes_no';
   if (answer === '') return 'nowhere';
-  const has = (text: string) => ` ${normalizeAnswer(text)} `.includes(` ${answer} `);
-  if (has(trajectory.question)) return 'from_question';
+  if (containsWords(trajectory.question, answer)) return 'from_question';
   // Only results the policy read (as episodeEvidence): the last turn's are not appended when it ends.
-  if (trajectory.turnRecords.some((t) => t.resultAppended && has(t.toolResultText))) return 'from_results';
+  if (trajectory.turnRecords.some((t) => t.resultAppended && containsWords(t.toolResultText, answer)))
+    return 'from_results';
   return 'nowhere';
+}
+
+/** Whether `text`, normalised as EM normalises answers, holds `words` (already normalised) as whole words. */
+function containsWords(text: string, words: string): boolean {
+  return ` ${normalizeAnswer(text)} `.includes(` ${words} `);
 }
