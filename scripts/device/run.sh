@@ -13,7 +13,7 @@
 #   grpo     two GRPO steps of the bundled qwen-tiny through the trainer CLI, seconds per phase
 #   rollout  bench/rollout.ts: one 32 x 8 rollout step of qwen-tiny, 1, 4, 8 and 16 decode steps per readback
 #   learn    the learning runs of docs/results.md: the RL runs of LEARN_RUNS side by side from the
-#            bundled qwen-tiny (the 500-world warm start) or WARM_START, or from an SFT run first when
+#            bundled qwen-tiny (the more-worlds warm start) or WARM_START, or from an SFT run first when
 #            SFT_CONFIG names one, each with an equal share of the GPU's memory; then every last
 #            checkpoint on the held-out questions (learn.log,
 #            runs.tar.xz, ckpt-*.tar.xz: at most 8 files come back)
