@@ -29,6 +29,9 @@ import {
   type VainSearchKind,
 } from '../src/rl/evidence.ts';
 import { oneSampleT, pairedComparison, pooledPairedComparison } from '../src/rl/paired-eval.ts';
+import { exitQuietlyWhenStdoutCloses } from './quiet-epipe.ts';
+
+exitQuietlyWhenStdoutCloses();
 
 interface QuestionScore {
   id: string;

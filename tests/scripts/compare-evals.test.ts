@@ -22,6 +22,25 @@ const run = (...files: string[]) => {
 };
 
 describe('npm run compare', () => {
+  it('ends with status 0 and no error trace when its reader closes the pipe early (| head)', () => {
+    const base = write('pipe-base.json', 'start', [1, 0, 1, 0]);
+    const other = write('pipe-other.json', 'grpo', [1, 1, 1, 0]);
+    // `true` exits without reading, so the script's first write meets a closed pipe (EPIPE).
+    const r = spawnSync(
+      'bash',
+      [
+        '-c',
+        `"${process.execPath}" --import tsx scripts/compare-evals.ts "$1" "$2" | true; echo "status \${PIPESTATUS[0]}"`,
+        '_',
+        base,
+        other,
+      ],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    expect(r.stdout.trim(), r.stderr).toBe('status 0');
+    expect(r.stderr).not.toMatch(/EPIPE|Unhandled/);
+  });
+
   it('prints each model against the base with the paired SE, the discordant counts and per type', () => {
     const base = write('base.json', 'start', [1, 0, 1, 0, 0, 0, 1, 0]);
     const other = write('other.json', 'grpo', [1, 1, 1, 0, 1, 0, 0, 0]);
