@@ -29,9 +29,9 @@ import {
   type VainSearchKind,
 } from '../src/rl/evidence.ts';
 import { oneSampleT, pairedComparison, pooledPairedComparison } from '../src/rl/paired-eval.ts';
-import { exitQuietlyWhenStdoutCloses } from './quiet-epipe.ts';
+import { keepWorkingWhenStdoutCloses } from './closed-stdout.ts';
 
-exitQuietlyWhenStdoutCloses();
+keepWorkingWhenStdoutCloses();
 
 interface QuestionScore {
   id: string;

@@ -46,9 +46,9 @@ import {
 } from '../src/env/tasks/task-file.ts';
 import { corpusSearchTools } from '../src/env/tools/search.ts';
 import { Gpu } from '../src/gpu/runtime.ts';
-import { exitQuietlyWhenStdoutCloses } from './quiet-epipe.ts';
+import { keepWorkingWhenStdoutCloses } from './closed-stdout.ts';
 
-exitQuietlyWhenStdoutCloses();
+keepWorkingWhenStdoutCloses();
 
 const USAGE =
   'usage: npm run evaluate -- --policy <oracle|naive-rag|naive-rag:model:DIR|model:DIR> ' +

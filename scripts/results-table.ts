@@ -4,9 +4,9 @@
 // docs/results.md is written from its output.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { exitQuietlyWhenStdoutCloses } from './quiet-epipe.ts';
+import { keepWorkingWhenStdoutCloses } from './closed-stdout.ts';
 
-exitQuietlyWhenStdoutCloses();
+keepWorkingWhenStdoutCloses();
 
 interface Line {
   step: number;

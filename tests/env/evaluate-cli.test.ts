@@ -308,3 +308,25 @@ describe('evaluate CLI on damaged task files', () => {
     expect(r.stdout).not.toContain(SECRET);
   });
 });
+
+describe('evaluate CLI piped into a reader that stops early', () => {
+  it('still writes its --json report and exits 0, without an EPIPE trace', async () => {
+    const file = join(dir, 'piped.json');
+    // `true` exits without reading, so every line the CLI prints meets a closed pipe (EPIPE).
+    const result = spawnSync(
+      'bash',
+      [
+        '-c',
+        `"${process.execPath}" --import tsx --import ./scripts/wgsl-hooks.mjs scripts/evaluate.ts --policy oracle --limit 2 --json "$1" | true; echo "status \${PIPESTATUS[0]}"`,
+        '_',
+        file,
+      ],
+      { cwd: REPO_ROOT, encoding: 'utf8', timeout: 120_000 },
+    );
+    expect(result.stdout.trim(), result.stderr).toBe('status 0');
+    expect(result.stderr).not.toMatch(/EPIPE|Unhandled/);
+    const report = JSON.parse(await readFile(file, 'utf8'));
+    expect(report.policy).toBe('oracle');
+    expect(report.n).toBe(2);
+  });
+});
