@@ -21,7 +21,11 @@
 #   learn: WARM_START (a checkpoint folder; default public/models/qwen-tiny), or SFT_CONFIG with
 #   SFT_MODEL (its start, default the config's model.path), SFT_STEPS (306), SFT_MINUTES (3);
 #   LEARN_RUNS (config names), EVAL_RESERVE_S (100: kept for the replay and the packing),
-#   LEARN_QUESTIONS (400: questions of the replay), LEARN_REPLAY (last, or all: every checkpoint).
+#   LEARN_QUESTIONS (400: questions of the replay), LEARN_REPLAY (last, or all: every checkpoint);
+#   LEARN_PACK (policy: each run's last weights, two runs a file; or full: with the optimizer state and
+#   the critic, one run a file, what --resume needs); LEARN_RESUME (a carried folder of run folders, as
+#   runs.tar.xz and a full ckpt-*.tar.xz unpack: a run of LEARN_RUNS found there continues with
+#   --resume from its last checkpoint, same optimizer state and step, WARM_START again its KL reference).
 #   bash scripts/device/run.sh [part ...]
 set -u
 cd "$(dirname "$0")/../.."
@@ -142,8 +146,15 @@ for part in "${parts[@]}"; do
       echo "== learn: ${#learn_runs[@]} runs from $warm, --minutes $minutes, ${share:-no} MiB each (limit ${left}s)" | tee -a "$OUT/learn.log"
       t0=$(date +%s)
       for cfg in "${learn_runs[@]}"; do
+        resume=""
+        if [[ -n ${LEARN_RESUME:-} && -d $LEARN_RESUME/$cfg/checkpoints ]]; then
+          # The carried checkpoints are not replayed again (.carried lists them).
+          cp -r "$LEARN_RESUME/$cfg" "$runs/$cfg" && resume=--resume
+          (cd "$runs/$cfg/checkpoints" && ls -d step-*) >"$runs/$cfg/.carried"
+          echo "== learn: $cfg resumes from $(tail -n 1 "$runs/$cfg/.carried")" | tee -a "$OUT/learn.log"
+        fi
         timeout -k 5 "$left" node $js/scripts/train.js --config "configs/$cfg.json" --model "$warm" \
-          --out "$runs/$cfg" --minutes "$minutes" ${share:+--memory-budget "$share"} 2>&1 | grep -v '^Warning: maxDynamic' >"$runs/$cfg.log" &
+          --out "$runs/$cfg" $resume --minutes "$minutes" ${share:+--memory-budget "$share"} 2>&1 | grep -v '^Warning: maxDynamic' >"$runs/$cfg.log" &
       done
       wait
       echo "== learn: RL runs done, $(($(date +%s) - t0)) s" | tee -a "$OUT/learn.log"
@@ -162,6 +173,7 @@ for part in "${parts[@]}"; do
         [[ ${LEARN_REPLAY:-last} == all ]] || ckpts=$(head -n 1 <<<"$ckpts")
         for ckpt in $ckpts; do
           step=$(basename "$ckpt")
+          grep -qx "$step" "$runs/$cfg/.carried" 2>/dev/null && continue
           timeout -k 5 "$left" node $js/scripts/train.js --config configs/grpo-pointer-noise-t05.json --evaluate-only \
             --model "$ckpt" --questions "${LEARN_QUESTIONS:-400}" --json "$runs/$cfg/replay-$step.json" 2>&1 |
             grep -v '^Warning: maxDynamic' >"$runs/$cfg/replay-$step.log" &
@@ -175,13 +187,22 @@ for part in "${parts[@]}"; do
       done
     fi
     # Pack: everything but the checkpoints in one file; each run's last policy weights, two runs a file
-    # (about 10 MB: float32 weights hardly compress; no optimizer state, no critic).
+    # (about 10 MB: float32 weights hardly compress; no optimizer state, no critic), or with
+    # LEARN_PACK=full each run's whole last checkpoint, one run a file (qwen-tiny's policy and AdamW
+    # moments are 14.5 MB, 4.4 MB compressed after a few steps of configs/micro.json; a PPO run adds a
+    # critic and its moments).
     (cd $runs && tar -cJf "$OUT/runs.tar.xz" --exclude=checkpoints .)
+    per_file=2
+    excludes=(--exclude='*optimizer.safetensors' --exclude=critic.safetensors)
+    if [[ ${LEARN_PACK:-policy} == full ]]; then
+      per_file=1
+      excludes=()
+    fi
     i=0
     for d in $(ls -d $runs/*/ 2>/dev/null); do
       last=$(ls -d "$d"checkpoints/step-* 2>/dev/null | tail -n 1)
       [[ -n $last ]] || continue
-      (cd $runs && tar -rf "/tmp/ckpt-$((i / 2)).tar" --exclude='*optimizer.safetensors' --exclude=critic.safetensors "${last#$runs/}")
+      (cd $runs && tar -rf "/tmp/ckpt-$((i / per_file)).tar" ${excludes[@]+"${excludes[@]}"} "${last#$runs/}")
       i=$((i + 1))
     done
     for t in /tmp/ckpt-*.tar; do [[ -f $t ]] && xz -T0 -3 -c "$t" >"$OUT/$(basename "$t").xz" && rm "$t"; done

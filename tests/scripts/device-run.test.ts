@@ -32,6 +32,15 @@ describe('scripts/device/run.sh', () => {
     for (const n of names) expect(JSON.parse(readFileSync(`configs/${n}.json`, 'utf8')).name).toBe(n);
   });
 
+  it('continues carried runs with --resume and does not replay their carried checkpoints', () => {
+    // A continuation that restarts AdamW and the KL reference is not the same run (forty-third session).
+    expect(text).toMatch(/cp -r "\$LEARN_RESUME\/\$cfg" "\$runs\/\$cfg" && resume=--resume/);
+    expect(text).toMatch(/--out "\$runs\/\$cfg" \$resume --minutes/);
+    expect(text).toMatch(/grep -qx "\$step" "\$runs\/\$cfg\/\.carried" 2>\/dev\/null && continue/);
+    // LEARN_PACK=full keeps the optimizer state that --resume reads; the default leaves it out.
+    expect(text).toMatch(/LEARN_PACK:-policy\} == full \]\]; then\n\s+per_file=1\n\s+excludes=\(\)/);
+  });
+
   it('gives each of the runs sharing the GPU a memory budget', () => {
     // Six runs without one ran out of memory on an H100 (twenty-fifth session).
     expect(text).toMatch(/share=\$\(\(gpu_mib \* 85 \/ 100 \/ \$\{#learn_runs\[@\]\}\)\)/);
