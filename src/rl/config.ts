@@ -198,6 +198,12 @@ export interface TrainConfig {
     checkpointEvery: number;
     /** Trajectories written per step (samples/step-XXXX.json). */
     saveTrajectories: number;
+    /**
+     * Write each RL step's per-token arrays (arrays/step-XXXX.json: masks, rewards, the critic's values,
+     * the advantages; src/rl/step-arrays.ts), for offline analysis such as `npm run probe:adv-mask`.
+     * About 5 MB a step at 256 × 1,024 tokens.
+     */
+    saveArrays: boolean;
     /** Stop after this many minutes of wall time (0 = no limit); the last step finishes first. */
     maxMinutes: number;
     /**
@@ -294,6 +300,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     evalSize: 50,
     checkpointEvery: 10,
     saveTrajectories: 4,
+    saveArrays: false,
     maxMinutes: 0,
     memoryBudgetMiB: 0,
     microBatchRows: 0,
@@ -431,6 +438,7 @@ const CHECKS: Record<string, Check> = {
   'train.evalSize': int(0),
   'train.checkpointEvery': int(0),
   'train.saveTrajectories': int(0),
+  'train.saveArrays': bool,
   'train.maxMinutes': num(0),
   'train.memoryBudgetMiB': num(0),
   'train.microBatchRows': int(0),

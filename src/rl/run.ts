@@ -5,14 +5,16 @@
 //   config.json                 the resolved config
 //   metrics.jsonl               one line per step ({"step": n, ...}); evaluation lines carry "eval/*"
 //   samples/step-XXXXXX.json    the first train.saveTrajectories trajectories of a step
+//   arrays/step-XXXXXX.json     with train.saveArrays, the step's per-token arrays (step-arrays.ts)
 //   checkpoints/step-XXXXXX/    policy (HF layout), optimizer state, trainer state (resume)
 // On resume, metrics.jsonl is cut back to the restored step, so the file of a resumed run equals that
 // of an uninterrupted one (timing fields aside).
 
 import { GpuOutOfMemoryError } from '../gpu/errors.ts';
 import { type Trajectory, trajectoryToJSON } from './rollout.ts';
+import { stepArraysFile } from './step-arrays.ts';
 import { type RunStorage, readText } from './storage.ts';
-import type { StepMetrics, Trainer, TrainerHooks } from './trainer.ts';
+import type { StepMetrics, Trainer, TrainerHooks, UpdateArrays } from './trainer.ts';
 
 export interface RunHooks extends TrainerHooks {
   /** Every metrics line, as written. */
@@ -112,8 +114,24 @@ export async function runTraining(
       hooks.onMessage?.(`time budget of ${c.maxMinutes} min reached at step ${trainer.step}`);
       break;
     }
-    const line = await trainer.trainStep(hooks);
+    let arrays: UpdateArrays | null = null;
+    const line = await trainer.trainStep(
+      c.saveArrays
+        ? {
+            ...hooks,
+            onUpdateArrays: (a) => {
+              arrays = a;
+              hooks.onUpdateArrays?.(a);
+            },
+          }
+        : hooks,
+    );
     await logLine(storage, line, hooks);
+    if (arrays !== null)
+      await storage.write(
+        `arrays/step-${String(trainer.step).padStart(6, '0')}.json`,
+        JSON.stringify(stepArraysFile(trainer.step, arrays)),
+      );
     const samples = trainer.lastTrajectories.slice(0, c.saveTrajectories);
     if (samples.length > 0) {
       await storage.write(

@@ -111,6 +111,8 @@ export interface UpdateArrays {
   logprob: Float32Array;
   ref: Float32Array;
   advantages: Float32Array;
+  /** PPO's critic values before the step's update (what GAE read); null without a critic. */
+  values: Float32Array | null;
 }
 
 export interface EvalResult {
@@ -697,13 +699,21 @@ export class Trainer {
     }
 
     // metrics: one more readback of the per-token arrays
-    const [refArr, advArr, oldLogprobArr, oldEntropyArr] = (await gpu.readMany([
+    const [refArr, advArr, oldLogprobArr, oldEntropyArr, valuesArr] = (await gpu.readMany([
       refLogprob,
       advantages!,
       oldLogprob,
       oldEntropy,
+      // the critic's values only for a hook that reads them (one more [B, T] readback)
+      ...(oldValues && hooks.onUpdateArrays ? [oldValues] : []),
     ])) as Float32Array[];
-    hooks.onUpdateArrays?.({ batch, logprob: oldLogprobArr, ref: refArr, advantages: advArr });
+    hooks.onUpdateArrays?.({
+      batch,
+      logprob: oldLogprobArr,
+      ref: refArr,
+      advantages: advArr,
+      values: valuesArr ?? null,
+    });
     for (const t of [
       refLogprob,
       oldLogprob,

@@ -25,6 +25,7 @@ import {
   type SftTrace,
   traceTokenPool,
 } from '../../src/rl/sft.ts';
+import { compareAdvantageMasks, parseStepArrays } from '../../src/rl/step-arrays.ts';
 import { memoryStorage, readText } from '../../src/rl/storage.ts';
 import {
   episodeReward,
@@ -403,6 +404,53 @@ describe('trainer', () => {
       true,
     );
   });
+
+  it.each([true, false])(
+    "train.saveArrays (PPO, advantage mask %s): arrays/step-*.json hold what GAE read and gave; the CPU twin of the run's arm reproduces the GPU advantages",
+    async (advantageMask) => {
+      const config = microConfig((c) => {
+        c.algorithm.name = 'ppo';
+        c.ablation.advantageMask = advantageMask;
+        c.train.steps = 2;
+        c.train.evalSize = 0;
+        c.train.saveArrays = true;
+        c.reward.processWeight = 1; // rewards beyond the outcome, so the advantages are not all equal
+      });
+      const storage = memoryStorage();
+      const t = await make(config, { storage });
+      const seen: UpdateArrays[] = [];
+      await runTraining(t, storage, { onUpdateArrays: (a) => seen.push(a) });
+      expect(seen.length).toBe(2); // the caller's own hook still runs
+      expect(await storage.list('arrays')).toEqual(['step-000001.json', 'step-000002.json']);
+      for (const [k, a] of seen.entries()) {
+        const file = parseStepArrays((await readText(storage, `arrays/step-00000${k + 1}.json`))!);
+        expect(file.step).toBe(k + 1);
+        expect(file.rows.length).toBe(a.batch.B);
+        // step 1: the value head starts at zero; step 2 reads the critic trained by step 1
+        const values = a.values!;
+        expect(values).not.toBeNull();
+        expect(values.some((v) => v !== 0)).toBe(k === 1);
+        const { T } = a.batch;
+        file.rows.forEach((r, b) => {
+          expect(r.policy).toBe(
+            Array.from({ length: r.length }, (_, j) => (a.batch.policyMask[b * T + j] > 0 ? '1' : '0')).join(
+              '',
+            ),
+          );
+          for (let j = 0; j < r.length; j++) {
+            expect(r.advantages[j]).toBe(a.advantages[b * T + j]);
+            expect(r.values![j]).toBe(values[b * T + j]);
+          }
+        });
+        const cmp = compareAdvantageMasks(file, config.algorithm);
+        expect(cmp.runArm).toBe(advantageMask ? 'masked' : 'unmasked');
+        expect(cmp.hasValues).toBe(true);
+        expect(cmp.gpuVsCpuMaxAbs).toBeLessThan(1e-4);
+        expect(cmp.all.tokens).toBe(a.batch.policyMask.reduce((n, m) => n + m, 0));
+      }
+    },
+    400_000,
+  );
 
   it('skips a step whose loss is NaN: weights and optimizer state untouched, the skip counted', async () => {
     const t = await make(microConfig());
