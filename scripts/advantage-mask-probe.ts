@@ -4,7 +4,8 @@
 // tokens, Agent-R1) and without it (over every response token, the ablation), from the same rewards and
 // the same critic values, each whitened over its own mask as the trainer does (src/rl/step-arrays.ts,
 // the CPU float64 twin of the kernel). Printed per step, on the policy's tokens of each episode's last
-// turn and of its earlier turns: mean |advantage| of each arm, their correlation and sign agreement; the
+// turn and of its earlier turns: mean |advantage| of each arm, their correlation and sign agreement, each
+// arm's correlation with the episode's reward (how much of the outcome reaches those tokens); the
 // whitening's mean and standard deviation of each arm; and the largest gap between the advantages the
 // run's GPU kernel produced and the CPU twin of the run's own arm. γ and λ come from the run's
 // config.json. Bad input (no folder, no arrays, a malformed file) is one line and exit 2.
@@ -75,9 +76,9 @@ console.log(
 );
 console.log('');
 console.log(
-  '| step | rows | turn | policy tokens | mean \\|A\\| with mask | mean \\|A\\| without | correlation | same sign | raw mean / std with mask | without | GPU − CPU max |',
+  '| step | rows | turn | policy tokens | mean \\|A\\| with mask | mean \\|A\\| without | correlation | same sign | corr. with reward, with mask | without | raw mean / std with mask | without | GPU − CPU max |',
 );
-console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
 for (const r of results) {
   const rows: Array<[string, typeof r.lastTurn]> = [
     ['last', r.lastTurn],
@@ -87,7 +88,7 @@ for (const r of results) {
   rows.forEach(([name, s], k) => {
     const w = r.whitening;
     console.log(
-      `| ${k === 0 ? r.step : ''} | ${k === 0 ? r.rows : ''} | ${name} | ${s.tokens} | ${n(s.meanAbsMasked)} | ${n(s.meanAbsUnmasked)} | ${n(s.correlation)} | ${n(s.signAgreement)} | ${k === 0 ? `${n(w.masked.mean, 4)} / ${n(w.masked.std, 4)}` : ''} | ${k === 0 ? `${n(w.unmasked.mean, 4)} / ${n(w.unmasked.std, 4)}` : ''} | ${k === 0 ? e(r.gpuVsCpuMaxAbs) : ''} |`,
+      `| ${k === 0 ? r.step : ''} | ${k === 0 ? r.rows : ''} | ${name} | ${s.tokens} | ${n(s.meanAbsMasked)} | ${n(s.meanAbsUnmasked)} | ${n(s.correlation)} | ${n(s.signAgreement)} | ${n(s.rewardCorrelationMasked)} | ${n(s.rewardCorrelationUnmasked)} | ${k === 0 ? `${n(w.masked.mean, 4)} / ${n(w.masked.std, 4)}` : ''} | ${k === 0 ? `${n(w.unmasked.mean, 4)} / ${n(w.unmasked.std, 4)}` : ''} | ${k === 0 ? e(r.gpuVsCpuMaxAbs) : ''} |`,
     );
   });
 }

@@ -131,6 +131,12 @@ export interface AdvantagePairStats {
   correlation: number;
   /** Share of the set where the two have the same sign (0 counts as its own sign). */
   signAgreement: number;
+  /**
+   * Pearson correlation of each arm's advantage with its episode's reward (the sum of the row's token
+   * rewards): how much of the outcome reaches these tokens (NaN when either is constant).
+   */
+  rewardCorrelationMasked: number;
+  rewardCorrelationUnmasked: number;
 }
 
 export interface AdvantageMaskComparison {
@@ -150,19 +156,13 @@ export interface AdvantageMaskComparison {
   all: AdvantagePairStats;
 }
 
-function pairStats(a: number[], b: number[]): AdvantagePairStats {
+function pearson(a: readonly number[], b: readonly number[]): number {
   const n = a.length;
   let sa = 0;
   let sb = 0;
-  let absA = 0;
-  let absB = 0;
-  let agree = 0;
   for (let i = 0; i < n; i++) {
     sa += a[i];
     sb += b[i];
-    absA += Math.abs(a[i]);
-    absB += Math.abs(b[i]);
-    if (Math.sign(a[i]) === Math.sign(b[i])) agree++;
   }
   const ma = sa / n;
   const mb = sb / n;
@@ -174,12 +174,28 @@ function pairStats(a: number[], b: number[]): AdvantagePairStats {
     va += (a[i] - ma) ** 2;
     vb += (b[i] - mb) ** 2;
   }
+  return va > 0 && vb > 0 ? cov / Math.sqrt(va * vb) : Number.NaN;
+}
+
+/** a, b: the two arms' advantages on a set of tokens; reward: each token's episode reward. */
+function pairStats(a: number[], b: number[], reward: number[]): AdvantagePairStats {
+  const n = a.length;
+  let absA = 0;
+  let absB = 0;
+  let agree = 0;
+  for (let i = 0; i < n; i++) {
+    absA += Math.abs(a[i]);
+    absB += Math.abs(b[i]);
+    if (Math.sign(a[i]) === Math.sign(b[i])) agree++;
+  }
   return {
     tokens: n,
     meanAbsMasked: n > 0 ? absA / n : Number.NaN,
     meanAbsUnmasked: n > 0 ? absB / n : Number.NaN,
-    correlation: va > 0 && vb > 0 ? cov / Math.sqrt(va * vb) : Number.NaN,
+    correlation: pearson(a, b),
     signAgreement: n > 0 ? agree / n : Number.NaN,
+    rewardCorrelationMasked: pearson(a, reward),
+    rewardCorrelationUnmasked: pearson(b, reward),
   };
 }
 
@@ -254,8 +270,9 @@ export function compareAdvantageMasks(
     for (let i = 0; i < N; i++)
       if (policy[i] === 1) gpuVsCpuMaxAbs = Math.max(gpuVsCpuMaxAbs, Math.abs(gpu[i] - mine[i]));
   }
-  const sets = { last: [[], []] as number[][], earlier: [[], []] as number[][] };
+  const sets = { last: [[], [], []] as number[][], earlier: [[], [], []] as number[][] };
   file.rows.forEach((r, b) => {
+    const reward = r.rewards.reduce((sum, [, x]) => sum + x, 0);
     // The last turn: the last run of policy positions (a turn's sampled ids are contiguous).
     const lastPolicy = r.policy.lastIndexOf('1');
     const lastTurnStart = lastPolicy < 0 ? r.length : r.policy.lastIndexOf('0', lastPolicy) + 1;
@@ -265,6 +282,7 @@ export function compareAdvantageMasks(
       const set = j >= lastTurnStart ? sets.last : sets.earlier;
       set[0].push(masked.white[i]);
       set[1].push(unmasked.white[i]);
+      set[2].push(reward);
     }
   });
   return {
@@ -274,8 +292,12 @@ export function compareAdvantageMasks(
     gpuVsCpuMaxAbs,
     hasValues,
     whitening: { masked: maskedMoments(masked.raw, policy), unmasked: maskedMoments(unmasked.raw, response) },
-    lastTurn: pairStats(sets.last[0], sets.last[1]),
-    earlierTurns: pairStats(sets.earlier[0], sets.earlier[1]),
-    all: pairStats([...sets.last[0], ...sets.earlier[0]], [...sets.last[1], ...sets.earlier[1]]),
+    lastTurn: pairStats(sets.last[0], sets.last[1], sets.last[2]),
+    earlierTurns: pairStats(sets.earlier[0], sets.earlier[1], sets.earlier[2]),
+    all: pairStats(
+      [...sets.last[0], ...sets.earlier[0]],
+      [...sets.last[1], ...sets.earlier[1]],
+      [...sets.last[2], ...sets.earlier[2]],
+    ),
   };
 }

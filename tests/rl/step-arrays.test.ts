@@ -63,6 +63,15 @@ function meanAbs(rows: number[][], from = 0, to = length): number {
   return xs.reduce((a, x) => a + Math.abs(x), 0) / xs.length;
 }
 
+function pearson(a: number[], b: number[]): number {
+  const ma = a.reduce((x, y) => x + y, 0) / a.length;
+  const mb = b.reduce((x, y) => x + y, 0) / b.length;
+  const cov = a.reduce((s, x, i) => s + (x - ma) * (b[i] - mb), 0);
+  const va = a.reduce((s, x) => s + (x - ma) ** 2, 0);
+  const vb = b.reduce((s, x) => s + (x - mb) ** 2, 0);
+  return cov / Math.sqrt(va * vb);
+}
+
 describe('step arrays: the advantage-mask comparison', () => {
   it('γ = λ = 1, zero critic: both arms give each row its outcome; they differ only by the whitening', () => {
     const cmp = compareAdvantageMasks(file([1, 0]), { gamma: 1, lam: 1 });
@@ -88,6 +97,8 @@ describe('step arrays: the advantage-mask comparison', () => {
     expect(cmp.all.meanAbsUnmasked).toBeCloseTo(0.5 / sUnmasked, 6);
     expect(cmp.all.correlation).toBeCloseTo(1, 12);
     expect(cmp.all.signAgreement).toBe(1);
+    expect(cmp.all.rewardCorrelationMasked).toBeCloseTo(1, 12);
+    expect(cmp.all.rewardCorrelationUnmasked).toBeCloseTo(1, 12);
     expect(cmp.runArm).toBe('masked');
   });
 
@@ -106,6 +117,19 @@ describe('step arrays: the advantage-mask comparison', () => {
     expect(cmp.earlierTurns.meanAbsUnmasked).toBeCloseTo(meanAbs(unmasked, 0, 3), 12);
     expect(cmp.lastTurn.meanAbsMasked).toBeCloseTo(meanAbs(masked, 6), 12);
     expect(cmp.lastTurn.meanAbsUnmasked).toBeCloseTo(meanAbs(unmasked, 6), 12);
+    // each arm's correlation with the episode's reward, on the earlier turn's tokens (positions 1 and 2)
+    const earlier = (rows: number[][]) => rows.flatMap((r) => [r[1], r[2]]);
+    const rewards = [1, 1, 0, 0, 1, 1];
+    expect(cmp.earlierTurns.rewardCorrelationMasked).toBeCloseTo(pearson(earlier(masked), rewards), 12);
+    expect(cmp.earlierTurns.rewardCorrelationUnmasked).toBeCloseTo(pearson(earlier(unmasked), rewards), 12);
+    // rows of one layout and a zero critic: without the mask each earlier advantage is λ³ times the
+    // masked one before whitening (three environment tokens more), so the two correlate alike with the
+    // reward and with each other
+    expect(cmp.earlierTurns.rewardCorrelationUnmasked).toBeCloseTo(
+      cmp.earlierTurns.rewardCorrelationMasked,
+      12,
+    );
+    expect(cmp.earlierTurns.correlation).toBeCloseTo(1, 12);
     // the raw advantage at the first policy token: λ⁴ with the mask, λ⁷ without (three env tokens more)
     expect(handGae(1, layout, lam)[1]).toBe(lam ** 4);
     expect(handGae(1, response, lam)[1]).toBe(lam ** 7);
