@@ -6,7 +6,8 @@
 // the CPU float64 twin of the kernel). Printed per step, on the policy's tokens of each episode's last
 // turn and of its earlier turns: mean |advantage| of each arm, their correlation and sign agreement, each
 // arm's correlation with the episode's reward (how much of the outcome reaches those tokens); the
-// whitening's mean and standard deviation of each arm; and the largest gap between the advantages the
+// whitening's mean and standard deviation of each arm (without the mask over every response token, or
+// over the policy's where the run's ablation.whitenOver is "policy"); and the largest gap between the advantages the
 // run's GPU kernel produced and the CPU twin of the run's own arm. γ and λ come from the run's
 // config.json. Bad input (no folder, no arrays, a malformed file) is one line and exit 2.
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -38,12 +39,19 @@ const run = positionals[0];
 const configPath = join(run, 'config.json');
 if (!existsSync(configPath)) fail(`${run} has no config.json (is it a run folder?)`);
 let algorithm: { name?: string; gamma?: number; lam?: number };
+let whitenOver: 'advantage-mask' | 'policy';
 try {
-  algorithm =
-    (JSON.parse(readFileSync(configPath, 'utf8')) as { algorithm: typeof algorithm }).algorithm ?? {};
+  const config = JSON.parse(readFileSync(configPath, 'utf8')) as {
+    algorithm?: typeof algorithm;
+    ablation?: { whitenOver?: typeof whitenOver };
+  };
+  algorithm = config.algorithm ?? {};
+  whitenOver = config.ablation?.whitenOver ?? 'advantage-mask';
 } catch (e) {
   fail(`${configPath}: ${(e as Error).message}`);
 }
+if (whitenOver !== 'advantage-mask' && whitenOver !== 'policy')
+  fail(`${configPath}: ablation.whitenOver must be "advantage-mask" or "policy"`);
 const { gamma, lam } = algorithm;
 if (typeof gamma !== 'number' || typeof lam !== 'number')
   fail(`${configPath} names no algorithm.gamma and algorithm.lam`);
@@ -65,14 +73,14 @@ for (const f of files) {
   } catch (e) {
     fail((e as Error).message);
   }
-  results.push(compareAdvantageMasks(file, { gamma, lam }));
+  results.push(compareAdvantageMasks(file, { gamma, lam, whitenOver }));
 }
 
 const n = (x: number, d = 3) => (Number.isFinite(x) ? x.toFixed(d) : '–');
 const e = (x: number) => (Number.isFinite(x) ? x.toExponential(1) : '–');
 const first = results[0];
 console.log(
-  `${run}: ${algorithm.name ?? '?'}, γ ${gamma}, λ ${lam}; the run's own arm: ${first.runArm === 'masked' ? 'with the advantage mask' : first.runArm === 'unmasked' ? 'without it' : 'neither (another ablation)'}; ${first.hasValues ? "the critic's values as GAE read them" : 'no critic values (0 everywhere)'}`,
+  `${run}: ${algorithm.name ?? '?'}, γ ${gamma}, λ ${lam}; without the mask whitened over ${whitenOver === 'policy' ? "the policy's tokens" : 'every response token'}; the run's own arm: ${first.runArm === 'masked' ? 'with the advantage mask' : first.runArm === 'unmasked' ? 'without it' : 'neither (another ablation)'}; ${first.hasValues ? "the critic's values as GAE read them" : 'no critic values (0 everywhere)'}`,
 );
 console.log('');
 console.log(

@@ -11,7 +11,7 @@
 //     "actor":     { "lr": 1e-5, "lossAggMode": "token-mean", ... },
 //     "critic":    { "lr": 1e-5, ... },              // PPO only
 //     "reward":    { "processWeight": 0, "klInReward": 0, ... },
-//     "ablation":  { "lossMask": true, "advantageMask": true },
+//     "ablation":  { "lossMask": true, "advantageMask": true, "whitenOver": "advantage-mask" },
 //     "sft":       { "lr": 1e-3, "batchSize": 16, ... },
 //     "train":     { "steps": 40, "evalEvery": 10, ... } }
 
@@ -157,6 +157,14 @@ export interface TrainConfig {
   ablation: {
     lossMask: boolean;
     advantageMask: boolean;
+    /**
+     * PPO (GAE) only: the tokens whose mean and variance whiten the advantages. "advantage-mask" (the
+     * default, verl's and Agent-R1's code): the estimator's mask, so without the advantage mask every
+     * response token, most of them environment tokens with small advantages, which scales the policy's
+     * advantages up (`npm run probe:adv-mask` measures by how much). "policy": the policy's sampled tokens
+     * in either arm, so that the advantage-mask ablation changes only GAE's recursion and the critic.
+     */
+    whitenOver: 'advantage-mask' | 'policy';
   };
   sft: {
     lr: number;
@@ -281,7 +289,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     formatWeight: 1,
     answerWeight: 1,
   },
-  ablation: { lossMask: true, advantageMask: true },
+  ablation: { lossMask: true, advantageMask: true, whitenOver: 'advantage-mask' },
   sft: {
     lr: 2e-3,
     batchSize: 16,
@@ -423,6 +431,7 @@ const CHECKS: Record<string, Check> = {
   'reward.answerWeight': num(0, 10),
   'ablation.lossMask': bool,
   'ablation.advantageMask': bool,
+  'ablation.whitenOver': oneOf(['advantage-mask', 'policy']),
   'sft.lr': num(0),
   'sft.batchSize': int(1),
   'sft.traces': int(1),
@@ -556,6 +565,11 @@ export function resolveConfig(raw: unknown): TrainConfig {
         `needs actor.miniBatches 1 (the kept rows vary from step to step), got ${c.actor.miniBatches}`,
       );
   }
+  if (c.ablation.whitenOver !== 'advantage-mask' && c.algorithm.name !== 'ppo')
+    throw new ConfigError(
+      'ablation.whitenOver',
+      `"${c.ablation.whitenOver}" applies to PPO's GAE only, not ${c.algorithm.name} (leave it "advantage-mask")`,
+    );
   const rows = c.rollout.questionsPerStep * c.rollout.samplesPerQuestion;
   if (rows % c.actor.miniBatches !== 0) {
     throw new ConfigError(

@@ -213,6 +213,12 @@ export interface GaeArgs {
   gamma: number;
   lam: number;
   whiten?: boolean;
+  /**
+   * The positions whose mean and variance whiten the advantages; default the mask (verl, Agent-R1). The
+   * advantage-mask ablation may set the policy's tokens here, so that both arms' advantages have unit
+   * variance where the loss reads them and differ only by the recursion (ablation.whitenOver).
+   */
+  whitenMask?: Values;
 }
 
 /**
@@ -220,13 +226,14 @@ export interface GaeArgs {
  * position nextValue and lastGaeLam carry over unchanged, so γ and λ advance over policy tokens only
  * and the last policy token of one turn bootstraps from the value of the first policy token of the
  * next turn; rewards and values at mask=0 positions are never read. returns = advantages before
- * whitening + values. Advantages are then whitened over the mask (whiten=false skips that).
+ * whitening + values. Advantages are then whitened over the mask, or over whitenMask where given
+ * (whiten=false skips that).
  * At an outMask position outside the mask the advantage is the carried lastGaeLam (the next policy
  * token's, as verl leaves it), whitened with the mask's statistics. Difference: advantages are 0
  * outside mask ∪ outMask and returns 0 outside the mask (verl leaves the carried values everywhere).
  */
 export function computeGaeAdvantageReturn(args: GaeArgs): AdvantageResult {
-  const { tokenRewards, values, mask, B, T, gamma, lam, whiten = true } = args;
+  const { tokenRewards, values, mask, B, T, gamma, lam, whiten = true, whitenMask = mask } = args;
   checkShape(B, T);
   const N = B * T;
   checkLength('tokenRewards', tokenRewards, N);
@@ -252,7 +259,8 @@ export function computeGaeAdvantageReturn(args: GaeArgs): AdvantageResult {
     }
   }
   if (!whiten) return { advantages: raw, returns };
-  const { whitened, skipped } = maskedWhitenWithInfo(raw, mask, true, written);
+  checkMask(whitenMask, N, 'whitenMask');
+  const { whitened, skipped } = maskedWhitenWithInfo(raw, whitenMask, true, written);
   return { advantages: whitened, returns, whitenSkipped: skipped };
 }
 

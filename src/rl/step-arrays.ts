@@ -148,7 +148,7 @@ export interface AdvantageMaskComparison {
   gpuVsCpuMaxAbs: number;
   /** Whether the file had the critic's values (PPO); without, both estimators read values of 0. */
   hasValues: boolean;
-  /** Mean and standard deviation of the raw (unwhitened) advantages over each arm's mask: the whitening. */
+  /** Mean and standard deviation of the raw (unwhitened) advantages over each arm's whitening mask. */
   whitening: { masked: { mean: number; std: number }; unmasked: { mean: number; std: number } };
   /** The policy's tokens of each episode's last turn, of its earlier turns, and all of them. */
   lastTurn: AdvantagePairStats;
@@ -220,8 +220,9 @@ function maskedMoments(x: ArrayLike<number>, mask: ArrayLike<number>): { mean: n
  */
 export function compareAdvantageMasks(
   file: StepArraysFile,
-  options: { gamma: number; lam: number },
+  options: { gamma: number; lam: number; whitenOver?: 'advantage-mask' | 'policy' },
 ): AdvantageMaskComparison {
+  const { gamma, lam, whitenOver = 'advantage-mask' } = options;
   const B = file.rows.length;
   const T = Math.max(1, ...file.rows.map((r) => r.length));
   const N = B * T;
@@ -247,21 +248,17 @@ export function compareAdvantageMasks(
     }
     for (const [j, x] of r.rewards) rewards[b * T + j] += x;
   });
-  const gae = (mask: Float64Array) => {
-    const raw = computeGaeAdvantageReturn({
-      tokenRewards: rewards,
-      values,
-      mask,
-      B,
-      T,
-      ...options,
-      whiten: false,
-    });
-    const white = computeGaeAdvantageReturn({ tokenRewards: rewards, values, mask, B, T, ...options });
+  const gae = (mask: Float64Array, whitenMask: Float64Array) => {
+    const args = { tokenRewards: rewards, values, mask, B, T, gamma, lam };
+    const raw = computeGaeAdvantageReturn({ ...args, whiten: false });
+    const white = computeGaeAdvantageReturn({ ...args, whitenMask });
     return { raw: raw.advantages, white: white.advantages };
   };
-  const masked = gae(policy);
-  const unmasked = gae(response);
+  const masked = gae(policy, policy);
+  // without the mask: whitened over every response token (verl's and Agent-R1's code), or over the
+  // policy's tokens (ablation.whitenOver "policy")
+  const unmaskedWhitenMask = whitenOver === 'policy' ? policy : response;
+  const unmasked = gae(response, unmaskedWhitenMask);
   const runArm = runIsPolicy ? 'masked' : runIsResponse ? 'unmasked' : 'other';
   let gpuVsCpuMaxAbs = Number.NaN;
   if (runArm !== 'other') {
@@ -291,7 +288,10 @@ export function compareAdvantageMasks(
     runArm,
     gpuVsCpuMaxAbs,
     hasValues,
-    whitening: { masked: maskedMoments(masked.raw, policy), unmasked: maskedMoments(unmasked.raw, response) },
+    whitening: {
+      masked: maskedMoments(masked.raw, policy),
+      unmasked: maskedMoments(unmasked.raw, unmaskedWhitenMask),
+    },
     lastTurn: pairStats(sets.last[0], sets.last[1], sets.last[2]),
     earlierTurns: pairStats(sets.earlier[0], sets.earlier[1], sets.earlier[2]),
     all: pairStats(

@@ -567,6 +567,11 @@ export class Trainer {
     const advMaskT = gpu.upload(batch.advMask, [N], 'f32', 'batch.advMask');
     const rewardsT = gpu.upload(batch.rewards, [N], 'f32', 'batch.rewards');
     const indexT = gpu.upload(batch.index, [B], 'u32', 'batch.index');
+    // ablation.whitenOver "policy": GAE's advantages whitened over the policy's tokens, whatever its mask
+    const whitenMaskT =
+      c.ablation.whitenOver === 'policy'
+        ? gpu.upload(batch.policyMask, [N], 'f32', 'batch.policyMask')
+        : null;
     // Advantages need every row (group statistics, GAE over whole rows): computed once, before the first
     // loss; only the in-reward KL of a one-pass update waits for that pass's own log-probs.
     let advantages: Tensor | null = null;
@@ -577,6 +582,7 @@ export class Trainer {
         advMaskT,
         lossMaskT,
         indexT,
+        whitenMaskT,
         oldLogprob,
         refLogprob,
         values: oldValues,
@@ -721,6 +727,7 @@ export class Trainer {
       advMaskT,
       rewardsT,
       indexT,
+      whitenMaskT,
       advantages,
       returns,
       oldValues,
@@ -875,6 +882,7 @@ export class Trainer {
       advMaskT: Tensor;
       lossMaskT: Tensor;
       indexT: Tensor;
+      whitenMaskT: Tensor | null;
       oldLogprob: Tensor;
       refLogprob: Tensor;
       values: Tensor | null;
@@ -896,6 +904,7 @@ export class Trainer {
       T: batch.T,
       gamma: c.algorithm.gamma,
       lam: c.algorithm.lam,
+      whitenMask: t.whitenMaskT ?? undefined,
       // verl's in-reward KL: r − β·k(old, ref) on the advantage mask's tokens, before any estimator.
       klInReward:
         c.reward.klInRewardCoef > 0

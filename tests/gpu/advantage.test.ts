@@ -570,6 +570,64 @@ describe('outMask: advantages on the positions the loss reads outside the mask (
   });
 });
 
+describe('whitenMask: GAE over every response token, whitened over the policy tokens (ablation.whitenOver "policy")', () => {
+  it('matches the twin; the policy tokens then have mean 0 and variance 1, which whitening over the mask does not give', async () => {
+    const gpu = await getTestGpu();
+    const [B, T] = [70, 41];
+    const N = B * T;
+    const batch = makeRlBatch(B, T, 91);
+    const response = responseOutMask(batch); // the policy's tokens and the environment's between them
+    const values = uniformArray(N, 92, -1, 1);
+    const g = upload(gpu, batch);
+    const v = gpu.upload(values, [B, T]);
+    const r = gpu.upload(response, [B, T]);
+    const [gamma, lam] = [1, 0.95];
+    const outs: Tensor[] = [];
+    for (const whitenMask of [g.mask, undefined]) {
+      const a = advantage(gpu, {
+        estimator: 'ppo',
+        tokenRewards: g.tokenRewards,
+        mask: r,
+        outMask: r,
+        values: v,
+        B,
+        T,
+        gamma,
+        lam,
+        whitenMask,
+      });
+      outs.push(a.advantages, a.returns);
+    }
+    const [policyWhitened, returns1, responseWhitened] = await readAll(gpu, outs.slice(0, 3));
+    outs[3].release();
+    const cpu = {
+      tokenRewards: batch.tokenRewards,
+      values,
+      mask: response,
+      outMask: response,
+      B,
+      T,
+      gamma,
+      lam,
+    };
+    const want = computeGaeAdvantageReturn({ ...cpu, whitenMask: batch.mask });
+    expect(unitRelativeError(policyWhitened, want.advantages)).toBeLessThan(TOL);
+    expect(unitRelativeError(returns1, want.returns)).toBeLessThan(TOL);
+    expect(unitRelativeError(responseWhitened, computeGaeAdvantageReturn(cpu).advantages)).toBeLessThan(TOL);
+    const moments = (x: ArrayLike<number>) => {
+      const xs = Array.from(x).filter((_, i) => batch.mask[i] === 1);
+      const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+      return { mean, variance: xs.reduce((a, b) => a + (b - mean) ** 2, 0) / (xs.length - 1) };
+    };
+    const m = moments(want.advantages);
+    expect(Math.abs(m.mean)).toBeLessThan(1e-9);
+    expect(m.variance).toBeCloseTo(1, 6);
+    const other = moments(computeGaeAdvantageReturn(cpu).advantages);
+    expect(Math.abs(other.mean) + Math.abs(other.variance - 1)).toBeGreaterThan(1e-2);
+    release(g.mask, g.index, g.tokenRewards, g.outcomeRewards, v, r);
+  });
+});
+
 describe('argument checks', () => {
   it('name the bad shapes and values', async () => {
     const gpu = await getTestGpu();

@@ -48,6 +48,14 @@ describe('train config', () => {
       [{ algorithm: { filterGroups: true }, actor: { miniBatches: 2 } }, 'needs actor.miniBatches 1'],
       [{ algorithm: { filterGroups: 1 } }, '"algorithm.filterGroups" must be'],
       [
+        { algorithm: { name: 'grpo' }, ablation: { whitenOver: 'policy' } },
+        '"ablation.whitenOver" "policy" applies to PPO\'s GAE only, not grpo',
+      ],
+      [
+        { ablation: { whitenOver: 'env' } },
+        '"ablation.whitenOver" must be one of "advantage-mask", "policy"',
+      ],
+      [
         { algorithm: { filterGroups: true }, reward: { klInRewardCoef: 0.1 } },
         'not with reward.klInRewardCoef > 0',
       ],

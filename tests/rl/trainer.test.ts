@@ -405,12 +405,17 @@ describe('trainer', () => {
     );
   });
 
-  it.each([true, false])(
-    "train.saveArrays (PPO, advantage mask %s): arrays/step-*.json hold what GAE read and gave; the CPU twin of the run's arm reproduces the GPU advantages",
-    async (advantageMask) => {
+  it.each([
+    [true, 'advantage-mask'],
+    [false, 'advantage-mask'],
+    [false, 'policy'],
+  ] as const)(
+    "train.saveArrays (PPO, advantage mask %s, whitened over %s): arrays/step-*.json hold what GAE read and gave; the CPU twin of the run's arm reproduces the GPU advantages",
+    async (advantageMask, whitenOver) => {
       const config = microConfig((c) => {
         c.algorithm.name = 'ppo';
         c.ablation.advantageMask = advantageMask;
+        c.ablation.whitenOver = whitenOver;
         c.train.steps = 2;
         c.train.evalSize = 0;
         c.train.saveArrays = true;
@@ -442,11 +447,18 @@ describe('trainer', () => {
             expect(r.values![j]).toBe(values[b * T + j]);
           }
         });
-        const cmp = compareAdvantageMasks(file, config.algorithm);
+        const cmp = compareAdvantageMasks(file, { ...config.algorithm, whitenOver });
         expect(cmp.runArm).toBe(advantageMask ? 'masked' : 'unmasked');
         expect(cmp.hasValues).toBe(true);
         expect(cmp.gpuVsCpuMaxAbs).toBeLessThan(1e-4);
         expect(cmp.all.tokens).toBe(a.batch.policyMask.reduce((n, m) => n + m, 0));
+        if (whitenOver === 'policy') {
+          // whitened over the policy's tokens: mean 0 and variance 1 there, whatever GAE's mask
+          const xs = Array.from(a.advantages).filter((_, i) => a.batch.policyMask[i] > 0);
+          const mean = xs.reduce((x, y) => x + y, 0) / xs.length;
+          expect(Math.abs(mean)).toBeLessThan(1e-5);
+          expect(xs.reduce((v, x) => v + (x - mean) ** 2, 0) / (xs.length - 1)).toBeCloseTo(1, 4);
+        }
       }
     },
     400_000,

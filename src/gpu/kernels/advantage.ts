@@ -119,6 +119,8 @@ export interface GaeArgs {
   lam: number;
   /** Whiten the advantages over the mask (verl does). Default true. */
   whiten?: boolean;
+  /** The positions whose statistics whiten the advantages; default the mask (core-algos GaeArgs.whitenMask). */
+  whitenMask?: Tensor;
 }
 
 /** GAE (verl, multi-turn skip). advantages whitened unless whiten = false; returns = raw GAE + values. */
@@ -153,7 +155,9 @@ export function gaeAdvantageReturn(gpu: Gpu, args: GaeArgs): AdvantageResult {
   );
   if (!whiten) return { advantages: raw, returns };
   const advantages = gpu.empty([B, T], 'f32', 'gae.advantages');
-  whitenInto(gpu, raw, args.mask, advantages, B * T, outMask);
+  const whitenMask = args.whitenMask ?? args.mask;
+  checkTokens(op, 'whitenMask', whitenMask, B, T);
+  whitenInto(gpu, raw, whitenMask, advantages, B * T, outMask);
   raw.release();
   return { advantages, returns };
 }
@@ -357,6 +361,8 @@ export interface AdvantageArgs {
   lam?: number;
   /** GAE only: whiten the advantages. Default true. */
   whiten?: boolean;
+  /** GAE only: the positions whose statistics whiten the advantages; default the mask. */
+  whitenMask?: Tensor;
   /** GRPO only: added to the group std. Default 1e-6. */
   epsilon?: number;
   /** In-reward KL penalty applied to tokenRewards first (verl apply_kl_penalty); null = none. */
@@ -413,6 +419,7 @@ export function advantage(gpu: Gpu, args: AdvantageArgs): AdvantageResult {
         gamma,
         lam,
         whiten: args.whiten,
+        whitenMask: args.whitenMask,
       });
       break;
     case 'grpo':
