@@ -100,4 +100,10 @@ for (const r of results) {
     );
   });
 }
-if (values.json) writeFileSync(values.json, `${JSON.stringify(results, null, 1)}\n`);
+if (values.json) {
+  try {
+    writeFileSync(values.json, `${JSON.stringify(results, null, 1)}\n`);
+  } catch (e) {
+    fail(`cannot write ${values.json}: ${(e as Error).message}`);
+  }
+}
