@@ -59,12 +59,12 @@ describe('npm run probe:adv-mask', () => {
     const written = JSON.parse(readFileSync(json, 'utf8'));
     expect(written).toEqual(JSON.parse(JSON.stringify([expected])));
     // the config's settings matter: another λ or the default whitening gives other numbers
-    const otherLam = compareAdvantageMasks(parseStepArrays(stepText), {
+    const otherLam = compareAdvantageMasks(file, {
       gamma: 1,
       lam: 1,
       whitenOver: 'policy',
     });
-    const otherWhiten = compareAdvantageMasks(parseStepArrays(stepText), {
+    const otherWhiten = compareAdvantageMasks(file, {
       gamma: 1,
       lam: 0.9,
       whitenOver: 'advantage-mask',
