@@ -62,7 +62,9 @@ const files = existsSync(dir)
       .sort()
   : [];
 if (files.length === 0)
-  fail(`${run} has no arrays/step-*.json: train it with "train": { "saveArrays": true }`);
+  fail(
+    `${run} has no arrays/step-*.json: train it with "train": { "saveArrays": true } or npm run train -- --save-arrays`,
+  );
 
 const results: AdvantageMaskComparison[] = [];
 for (const f of files) {

@@ -1,5 +1,5 @@
 // npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force]
-//                  [--steps N] [--minutes M] [--memory-budget MIB] [--model DIR] [--export DIR] [--quiet]
+//                  [--steps N] [--minutes M] [--memory-budget MIB] [--save-arrays] [--model DIR] [--export DIR] [--quiet]
 // Trains in Node on Dawn (src/rl/trainer.ts through src/rl/run.ts, the code the browser lab runs).
 //   --out      the run folder (default runs/<config name>): config.json, metrics.jsonl, samples/,
 //              checkpoints/step-XXXXXX/ (HF layout + optimizer + trainer state)
@@ -8,6 +8,8 @@
 //   --force    start over in a folder that already holds a run
 //   --steps / --minutes / --memory-budget override train.steps / train.maxMinutes / train.memoryBudgetMiB
 //              (a run's share of a GPU that other runs use too: the planner splits the update to fit it)
+//   --save-arrays  sets train.saveArrays: each RL step's per-token arrays in arrays/ (npm run probe:adv-mask
+//              reads them); it changes no number the run computes, so a config need not be copied for it
 //   --model    start from this checkpoint folder instead of the config's model.path
 //   --export   also write the final policy as an HF checkpoint folder (e.g. public/models/qwen-tiny)
 //   --evaluate-only [--model DIR] [--json FILE] [--split test|train] [--questions N]
@@ -39,7 +41,7 @@ import type { StepMetrics } from '../src/rl/trainer.ts';
 import { Trainer } from '../src/rl/trainer.ts';
 
 const USAGE =
-  'usage: npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force] [--steps N] [--minutes M] [--memory-budget MIB] [--model DIR] [--export DIR] [--quiet]\n' +
+  'usage: npm run train -- --config configs/<name>.json [--out runs/<name>] [--resume] [--force] [--steps N] [--minutes M] [--memory-budget MIB] [--save-arrays] [--model DIR] [--export DIR] [--quiet]\n' +
   '       npm run train -- --config configs/<name>.json --evaluate-only [--model DIR] [--json FILE] [--split test|train] [--questions N]';
 
 function fail(message: string): never {
@@ -58,6 +60,7 @@ function parse() {
       steps: { type: 'string' },
       minutes: { type: 'string' },
       'memory-budget': { type: 'string' },
+      'save-arrays': { type: 'boolean', default: false },
       export: { type: 'string' },
       quiet: { type: 'boolean', default: false },
       'evaluate-only': { type: 'boolean', default: false },
@@ -108,6 +111,10 @@ try {
   throw e;
 }
 
+if (values['save-arrays']) {
+  if (values['evaluate-only']) fail('--save-arrays goes with training, not --evaluate-only');
+  config.train.saveArrays = true;
+}
 if (values.model) config.model.path = values.model;
 const split = values.split ?? 'test';
 if (split !== 'test' && split !== 'train') fail(`--split must be test or train, got ${values.split}`);

@@ -96,7 +96,7 @@ describe('npm run probe:adv-mask', () => {
     [
       'a run without arrays',
       () => [runFolder('no-arrays', ppo(), null)],
-      /has no arrays\/step-\*\.json: train it with "train": { "saveArrays": true }/,
+      /has no arrays\/step-\*\.json: train it with "train": { "saveArrays": true } or npm run train -- --save-arrays/,
     ],
     [
       'a malformed step file',
