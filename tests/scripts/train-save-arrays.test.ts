@@ -36,14 +36,12 @@ function stepMetrics(run: string): Array<Record<string, unknown>> {
     .map((l) => JSON.parse(l))
     .filter((m) => typeof m['reward/mean'] === 'number')
     .map((m) =>
-      Object.fromEntries(
-        Object.entries(m).filter(([k]) => !/^(time|perf)\//.test(k) && !/per_s$|_s$/.test(k)),
-      ),
+      Object.fromEntries(Object.entries(m).filter(([k]) => !/^(time|perf)\//.test(k) && !/_s$/.test(k))),
     );
 }
 
 describe('npm run train -- --save-arrays', () => {
-  it('writes each step arrays for the probe and changes no number the run computes', () => {
+  it("writes each step's arrays for the probe and changes no number the run computes", () => {
     const withArrays = join(dir, 'with');
     const a = node('scripts/train.ts', ['--config', config, '--out', withArrays, '--save-arrays', '--quiet']);
     expect(a.status, a.out).toBe(0);
