@@ -2,6 +2,7 @@
 // npm run -s compare -- --pairs BASE1.json OTHER1.json [BASE2.json OTHER2.json ...]
 // npm run -s compare -- --differences D1 D2 [D3 ...]
 // npm run -s compare -- --evidence BASE.json [OTHER.json ...]
+// npm run -s compare -- --without-type yesno [any of the file modes above]
 // Compares checkpoints evaluated on the same questions (`npm run train -- --evaluate-only --json F`,
 // which lists each question's id, type, EM and F1): for each file after the first, its EM against the
 // first's, the difference with its paired standard error, the questions only it / only the base gets
@@ -18,6 +19,8 @@
 // overall and per type; what the fruitless last searches named and where the answers' words came from
 // (where the files record them); then, for each file after the first, where the base's questions went
 // (a table of counts, base outcome × other outcome).
+// --without-type T (with any file mode, repeatable) leaves out the questions of type T before
+// comparing, say the yes/no questions, whose answers an RL run can shift wholesale toward one word.
 // Bad input (a missing file, no per-question list, different questions) is one line and exit 2.
 import { readFileSync } from 'node:fs';
 import {
@@ -118,9 +121,27 @@ const OUTCOME_HEADERS: Record<EpisodeOutcome, string> = {
 const args = process.argv.slice(2);
 // --differences reads numbers, the other modes read files.
 if (args[0] === '--differences') printDifferences(args.slice(1));
-else compareFiles(args);
+else {
+  const [files, withoutTypes] = takeWithoutTypes(args);
+  if (files[0] === '--differences')
+    fail('--without-type leaves out questions of files, not of --differences');
+  compareFiles(files, withoutTypes);
+}
 
-function compareFiles(args: string[]): void {
+/** Splits `--without-type T` (any number, anywhere) off the other arguments. */
+function takeWithoutTypes(words: string[]): [string[], string[]] {
+  const rest: string[] = [];
+  const without: string[] = [];
+  for (let i = 0; i < words.length; i++) {
+    if (words[i] !== '--without-type') rest.push(words[i]);
+    else if (i + 1 >= words.length || words[i + 1].startsWith('--'))
+      fail('--without-type takes a question type, say --without-type yesno');
+    else without.push(words[++i]);
+  }
+  return [rest, without];
+}
+
+function compareFiles(args: string[], withoutTypes: string[] = []): void {
   const pairsMode = args[0] === '--pairs';
   const evidenceMode = args[0] === '--evidence';
   const files = pairsMode || evidenceMode ? args.slice(1) : args;
@@ -129,7 +150,7 @@ function compareFiles(args: string[]): void {
     fail(
       pairsMode
         ? `--pairs takes BASE OTHER files two by two, got ${files.length}`
-        : 'usage: npm run -s compare -- BASE.json OTHER.json [MORE.json ...] (or --pairs B1 O1 [B2 O2 ...], --evidence F1 [F2 ...], or --differences D1 D2 [...])',
+        : 'usage: npm run -s compare -- BASE.json OTHER.json [MORE.json ...] (or --pairs B1 O1 [B2 O2 ...], --evidence F1 [F2 ...], or --differences D1 D2 [...]; --without-type T leaves out a question type)',
     );
   const [base, ...others] = files.map((f) => ({ file: f, ...readEval(f) }));
   // Every file is checked before anything is printed: a bad one gives one line, not half a table.
@@ -144,6 +165,18 @@ function compareFiles(args: string[]): void {
           `${o.file}: question ${i} is ${q.id}, in ${base.file} ${base.questions[i].id}: not the same questions`,
         );
     });
+  }
+  if (withoutTypes.length > 0) {
+    const known = new Set(base.questions.map((q) => q.type));
+    for (const t of withoutTypes)
+      if (!known.has(t))
+        fail(
+          `--without-type ${t}: ${base.file} has no question of that type (its types: ${[...known].join(', ')})`,
+        );
+    const kept = base.questions.flatMap((q, i) => (withoutTypes.includes(q.type) ? [] : [i]));
+    if (kept.length === 0) fail(`--without-type ${withoutTypes.join(', ')} leaves no question to compare`);
+    for (const e of [base, ...others]) e.questions = kept.map((i) => e.questions[i]);
+    console.log(`without the questions of type ${withoutTypes.join(', ')}: ${kept.length} questions left\n`);
   }
   if (pairsMode) {
     printPairs([base, ...others]);

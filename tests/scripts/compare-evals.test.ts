@@ -192,6 +192,41 @@ describe('npm run compare', () => {
     expect(none.out.trim()).toBe('compare: --evidence takes one evaluation file or more');
   });
 
+  it('leaves out a question type before comparing (--without-type), plain and with --pairs', () => {
+    // Types alternate bridge, yesno; the yes/no questions (odd indices) hold every difference but one.
+    const a0 = write('wt-a0.json', 'mask-s1', [1, 1, 0, 1, 0, 0]);
+    const b0 = write('wt-b0.json', 'nomask-s1', [1, 0, 0, 0, 1, 0]);
+    const plain = run('--without-type', 'yesno', a0, b0);
+    expect(plain.status, plain.out).toBe(0);
+    expect(plain.out).toMatch(/without the questions of type yesno: 3 questions left/);
+    expect(plain.out).toMatch(/base: mask-s1 \(3 questions\)/);
+    // bridge: 1 0 0 → 1 0 1: +33.3, one up and none down.
+    expect(plain.out).toMatch(
+      /\| nomask-s1 \| 66\.7 \| \+33\.3 ± 33\.3 \| 1 \/ 0 \| 1\.0 \| \+33\.3 ± 33\.3 \|$/m,
+    );
+    expect(plain.out).not.toMatch(/Δ yesno/);
+    const pairs = run('--pairs', a0, b0, a0, b0, '--without-type', 'yesno');
+    expect(pairs.status, pairs.out).toBe(0);
+    expect(pairs.out).toMatch(/2 pairs on the same 3 questions/);
+    expect(pairs.out).toContain('| nomask-s1 vs mask-s1 | 66.7 vs 33.3 | +33.3 ± 33.3 | 1 / 0 | 1.0 |');
+    // Both types left out: nothing to compare; an unknown type or a missing one: one line, exit 2.
+    const cases: [string[], RegExp][] = [
+      [['--without-type', 'yesno', '--without-type', 'bridge', a0, b0], /leaves no question to compare/],
+      [
+        ['--without-type', 'nope', a0, b0],
+        /--without-type nope: .*wt-a0\.json has no question of that type \(its types: bridge, yesno\)/,
+      ],
+      [[a0, b0, '--without-type'], /--without-type takes a question type/],
+      [['--without-type', 'yesno', '--differences', '1', '2'], /not of --differences/],
+    ];
+    for (const [words, message] of cases) {
+      const r = run(...words);
+      expect(r.status, r.out).toBe(2);
+      expect(r.out).toMatch(message);
+      expect(r.out.trim().split('\n')).toHaveLength(1);
+    }
+  });
+
   it('refuses files it cannot compare with one line and exit 2', () => {
     const base = write('b.json', 'start', [1, 0, 1]);
     const shorter = write('s.json', 'x', [1, 0]);
