@@ -21,6 +21,9 @@
 // (a table of counts, base outcome × other outcome).
 // --without-type T (with any file mode, repeatable) leaves out the questions of type T before
 // comparing, say the yes/no questions, whose answers an RL run can shift wholesale toward one word.
+// --power-for E1,E2 (with --pairs or --differences) plans the next run: at the spread the pairs
+// measured, how many pairs a paired t test (α 0.05) needs for 80 % power to find a difference of E1,
+// E2, … EM points, the power these pairs have for each, and the difference they find with 80 % power.
 // Bad input (a missing file, no per-question list, different questions) is one line and exit 2.
 import { readFileSync } from 'node:fs';
 import {
@@ -31,7 +34,14 @@ import {
   VAIN_SEARCH_KINDS,
   type VainSearchKind,
 } from '../src/rl/evidence.ts';
-import { oneSampleT, pairedComparison, pooledPairedComparison } from '../src/rl/paired-eval.ts';
+import {
+  detectableEffect,
+  oneSampleT,
+  pairedComparison,
+  pairedTPower,
+  pairsForPower,
+  pooledPairedComparison,
+} from '../src/rl/paired-eval.ts';
 import { keepWorkingWhenStdoutCloses } from './closed-stdout.ts';
 
 keepWorkingWhenStdoutCloses();
@@ -118,14 +128,47 @@ const OUTCOME_HEADERS: Record<EpisodeOutcome, string> = {
   wrong_unknown: 'wrong, none named',
 };
 
-const args = process.argv.slice(2);
+const NO_SPREAD_FOR_POWER = '--power-for needs at least two pairs that differ, to measure their spread';
+
+const [args, powerFor] = takePowerFor(process.argv.slice(2));
 // --differences reads numbers, the other modes read files.
-if (args[0] === '--differences') printDifferences(args.slice(1));
+if (args[0] === '--differences') printDifferences(args.slice(1), powerFor);
 else {
   const [files, withoutTypes] = takeWithoutTypes(args);
   if (files[0] === '--differences')
     fail('--without-type leaves out questions of files, not of --differences');
-  compareFiles(files, withoutTypes);
+  if (powerFor && files[0] !== '--pairs')
+    fail('--power-for reads the spread between pairs: use it with --pairs or --differences');
+  compareFiles(files, withoutTypes, powerFor);
+}
+
+/** Splits `--power-for E1,E2,…` (EM points, once, anywhere) off the other arguments. */
+function takePowerFor(words: string[]): [string[], number[] | undefined] {
+  const i = words.indexOf('--power-for');
+  if (i < 0) return [words, undefined];
+  const list = words[i + 1];
+  const usage = '--power-for takes differences in EM points, comma-separated, say --power-for 1,1.5,2';
+  if (list === undefined || list.startsWith('--')) fail(usage);
+  const effects = list.split(',').map((w) => Number(w.trim().replace(/^\u2212/, '-')));
+  if (effects.some((e) => !Number.isFinite(e) || e === 0) || list.trim() === '') fail(usage);
+  const rest = [...words.slice(0, i), ...words.slice(i + 2)];
+  if (rest.includes('--power-for')) fail('--power-for is given once, with a comma-separated list');
+  return [rest, effects.map(Math.abs)];
+}
+
+/** The planning table of --power-for: pairs needed at this spread (sd, EM points) for each effect. */
+function printPower(k: number, sd: number, effects: number[]): void {
+  const pts = (x: number) => x.toFixed(2);
+  console.log(
+    `\nplanning (paired t, α 0.05, 80 % power, at these ${k} pairs' spread, sd ${pts(sd)} points; the spread is itself an estimate):\n`,
+  );
+  console.log(`| difference (EM points) | pairs for 80 % power | power of these ${k} pairs |`);
+  console.log('|---|---|---|');
+  for (const e of effects)
+    console.log(`| ${pts(e)} | ${pairsForPower(e, sd)} | ${pairedTPower(k, e, sd).toFixed(2)} |`);
+  console.log(
+    `\nthese ${k} pairs find a difference of ${pts(detectableEffect(k, sd))} points with 80 % power`,
+  );
 }
 
 /** Splits `--without-type T` (any number, anywhere) off the other arguments. */
@@ -141,7 +184,7 @@ function takeWithoutTypes(words: string[]): [string[], string[]] {
   return [rest, without];
 }
 
-function compareFiles(args: string[], withoutTypes: string[] = []): void {
+function compareFiles(args: string[], withoutTypes: string[] = [], powerFor?: number[]): void {
   const pairsMode = args[0] === '--pairs';
   const evidenceMode = args[0] === '--evidence';
   const files = pairsMode || evidenceMode ? args.slice(1) : args;
@@ -179,7 +222,7 @@ function compareFiles(args: string[], withoutTypes: string[] = []): void {
     console.log(`without the questions of type ${withoutTypes.join(', ')}: ${kept.length} questions left\n`);
   }
   if (pairsMode) {
-    printPairs([base, ...others]);
+    printPairs([base, ...others], powerFor);
     return;
   }
   if (evidenceMode) {
@@ -213,11 +256,13 @@ function compareFiles(args: string[], withoutTypes: string[] = []): void {
   }
 }
 
-function printPairs(all: Evaluation[]): void {
+function printPairs(all: Evaluation[], powerFor?: number[]): void {
   const pairs = Array.from({ length: all.length / 2 }, (_, j) => ({ a: all[2 * j], b: all[2 * j + 1] }));
   const c = pooledPairedComparison(
     pairs.map(({ a, b }) => ({ base: a.questions.map((q) => q.em), other: b.questions.map((q) => q.em) })),
   );
+  // Checked before anything is printed, like every other bad input.
+  if (powerFor && (!c.pairLevel || c.pairLevel.se === 0)) fail(NO_SPREAD_FOR_POWER);
   console.log(`${c.k} pairs on the same ${c.n} questions; Δ = the second of each pair − the first\n`);
   console.log('| pair | EM | Δ EM ± paired SE | only second right / only first right | sign test p |');
   console.log('|---|---|---|---|---|');
@@ -238,6 +283,7 @@ function printPairs(all: Evaluation[]): void {
         ? `| pooled, pair by pair (seed noise: t ${pl.t < 0 ? '−' : ''}${Math.abs(pl.t).toFixed(2)}, ${pl.df} df) | | ${sign(pl.mean)} ± ${pct(pl.se)} | ${c.pairs.filter((p) => p.difference > 0).length} up / ${c.pairs.filter((p) => p.difference < 0).length} down of ${c.k} pairs | ${pl.p.toPrecision(2)} (t test) |`
         : '| pooled, pair by pair | | – (one pair: no spread between pairs) | | |',
   );
+  if (powerFor && pl) printPower(c.k, 100 * pl.se * Math.sqrt(c.k), powerFor);
 }
 
 function printEvidence(all: Evaluation[]): void {
@@ -354,7 +400,7 @@ function printEvidence(all: Evaluation[]): void {
   }
 }
 
-function printDifferences(words: string[]): void {
+function printDifferences(words: string[], powerFor?: number[]): void {
   // The tables print a minus as U+2212; accept it as well as '-'.
   const diffs = words.map((w) => {
     const x = Number(w.replace(/^\u2212/, '-'));
@@ -365,6 +411,7 @@ function printDifferences(words: string[]): void {
   if (diffs.length < 2)
     fail(`--differences needs at least 2 differences (one per pair), got ${diffs.length}`);
   const r = oneSampleT(diffs);
+  if (powerFor && r.se === 0) fail(NO_SPREAD_FOR_POWER);
   const pts = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixed(2)}`;
   console.log(`${diffs.length} recorded pair differences (EM points): ${diffs.map(pts).join(', ')}\n`);
   console.log('| pooled, pair by pair | Δ EM ± SE | up / down | t test p |');
@@ -376,4 +423,5 @@ function printDifferences(words: string[]): void {
   console.log(
     `| seed noise: t ${r.t < 0 ? '−' : ''}${Math.abs(r.t).toFixed(2)}, ${r.df} df | ${pts(r.mean)} ± ${r.se.toFixed(2)} | ${diffs.filter((d) => d > 0).length} up / ${diffs.filter((d) => d < 0).length} down | ${r.p.toPrecision(2)} |`,
   );
+  if (powerFor) printPower(diffs.length, r.se * Math.sqrt(diffs.length), powerFor);
 }

@@ -223,3 +223,105 @@ function logGamma(x: number): number {
   const t = z + 7.5;
   return 0.5 * Math.log(2 * Math.PI) + (z + 0.5) * Math.log(t) - t + Math.log(s);
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Planning the next ablation: how many pairs (seeds) a paired t test needs to find a difference of a
+// given size, at the spread the pairs measured so far. The test's statistic, when the true mean
+// difference is `effect`, is noncentral t with df = k − 1 and noncentrality effect·√k / sd; its power is
+// P(|T| > t_crit). Written as an integral over the chi-distributed scale w of the sample sd:
+//   power = ∫ chi_df(w) · [Φ(δ − c·w/√df) + Φ(−δ − c·w/√df)] dw,
+// taken by Simpson's rule, since E[Φ(δ − c·s)] over s = w/√df is P(Z + δ > c·s).
+
+/** Standard normal CDF Φ(x): erf's Taylor series for |x| < 3, erfc's continued fraction beyond. */
+export function normalCdf(x: number): number {
+  if (Number.isNaN(x)) return Number.NaN;
+  const z = Math.abs(x) / Math.SQRT2;
+  let upper: number; // P(Z > |x|) = erfc(z) / 2
+  if (z < 3) {
+    // erf(z) = 2/√π · Σ (−1)ⁿ z^(2n+1) / (n! (2n+1)).
+    let term = z;
+    let sum = z;
+    for (let n = 1; n < 200 && Math.abs(term) > 1e-17 * Math.abs(sum); n++) {
+      term *= (-z * z) / n;
+      sum += term / (2 * n + 1);
+    }
+    upper = (1 - (2 / Math.sqrt(Math.PI)) * sum) / 2;
+  } else {
+    // erfc(z) = e^(−z²)/√π · 1/(z + (1/2)/(z + 1/(z + (3/2)/(z + …)))), evaluated from the tail up.
+    let f = z;
+    for (let m = 60; m >= 1; m--) f = z + m / 2 / f;
+    upper = Math.exp(-z * z) / Math.sqrt(Math.PI) / f / 2;
+  }
+  return x >= 0 ? 1 - upper : upper;
+}
+
+/** The two-sided critical value c of Student's t: P(|T| ≥ c) = alpha (bisection on studentTTwoSided). */
+export function studentTCritical(df: number, alpha: number): number {
+  if (!(alpha > 0 && alpha < 1)) throw new Error(`studentTCritical: alpha must be in (0, 1), got ${alpha}`);
+  let lo = 0;
+  let hi = 1;
+  while (studentTTwoSided(hi, df) > alpha) hi *= 2;
+  for (let i = 0; i < 200 && hi - lo > 1e-13 * hi; i++) {
+    const mid = (lo + hi) / 2;
+    if (studentTTwoSided(mid, df) > alpha) lo = mid;
+    else hi = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+/**
+ * Power of the two-sided one-sample (paired) t test over `pairs` differences whose true mean is
+ * `effect` and whose standard deviation is `sd`, at level `alpha`.
+ */
+export function pairedTPower(pairs: number, effect: number, sd: number, alpha = 0.05): number {
+  if (!Number.isInteger(pairs) || pairs < 2)
+    throw new Error(`pairedTPower: needs an integer number of pairs ≥ 2, got ${pairs}`);
+  if (!(sd > 0) || !Number.isFinite(sd)) throw new Error(`pairedTPower: sd must be positive, got ${sd}`);
+  if (!Number.isFinite(effect)) throw new Error(`pairedTPower: effect must be finite, got ${effect}`);
+  const df = pairs - 1;
+  const c = studentTCritical(df, alpha);
+  const delta = (Math.abs(effect) * Math.sqrt(pairs)) / sd;
+  // chi_df density: w^(df−1) e^(−w²/2) / (2^(df/2 − 1) Γ(df/2)); it is negligible past √df + 12.
+  const logNorm = (df / 2 - 1) * Math.log(2) + logGamma(df / 2);
+  const top = Math.sqrt(df) + 12;
+  const steps = 4000;
+  const h = top / steps;
+  let sum = 0;
+  for (let i = 0; i <= steps; i++) {
+    const w = i * h;
+    const density =
+      w === 0
+        ? df === 1
+          ? Math.exp(-logNorm)
+          : 0
+        : Math.exp((df - 1) * Math.log(w) - (w * w) / 2 - logNorm);
+    const s = w / Math.sqrt(df);
+    const f = density * (normalCdf(delta - c * s) + normalCdf(-delta - c * s));
+    sum += (i === 0 || i === steps ? 1 : i % 2 === 1 ? 4 : 2) * f;
+  }
+  return Math.min(1, (sum * h) / 3);
+}
+
+/** The fewest pairs (≥ 2) whose paired t test has at least `power` to find `effect` at spread `sd`. */
+export function pairsForPower(effect: number, sd: number, power = 0.8, alpha = 0.05): number {
+  if (!(effect !== 0 && Number.isFinite(effect)))
+    throw new Error(`pairsForPower: effect must be a non-zero number, got ${effect}`);
+  if (!(power > 0 && power < 1)) throw new Error(`pairsForPower: power must be in (0, 1), got ${power}`);
+  for (let k = 2; k <= 100000; k++) if (pairedTPower(k, effect, sd, alpha) >= power) return k;
+  throw new Error(`pairsForPower: more than 100000 pairs needed for ${effect} at sd ${sd}`);
+}
+
+/** The smallest difference that `pairs` pairs at spread `sd` find with at least `power` (bisection). */
+export function detectableEffect(pairs: number, sd: number, power = 0.8, alpha = 0.05): number {
+  if (!(power > alpha && power < 1))
+    throw new Error(`detectableEffect: power must be in (alpha, 1), got ${power}`);
+  let lo = 0;
+  let hi = sd;
+  while (pairedTPower(pairs, hi, sd, alpha) < power) hi *= 2;
+  for (let i = 0; i < 60 && hi - lo > 1e-9 * hi; i++) {
+    const mid = (lo + hi) / 2;
+    if (pairedTPower(pairs, mid, sd, alpha) < power) lo = mid;
+    else hi = mid;
+  }
+  return (lo + hi) / 2;
+}

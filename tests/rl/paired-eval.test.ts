@@ -1,12 +1,18 @@
 // The paired comparison of two checkpoints' per-question scores (src/rl/paired-eval.ts) against
-// worked examples: the paired standard error, the discordant counts and the exact sign test.
+// worked examples: the paired standard error, the discordant counts and the exact sign test; and the
+// paired t test's power, which plans how many seeds an ablation needs, against scipy.
 import { describe, expect, it } from 'vitest';
 import {
+  detectableEffect,
+  normalCdf,
   oneSampleT,
   pairedComparison,
+  pairedTPower,
+  pairsForPower,
   pooledPairedComparison,
   regularizedIncompleteBeta,
   signTestTwoSided,
+  studentTCritical,
   studentTTwoSided,
 } from '../../src/rl/paired-eval.ts';
 
@@ -163,5 +169,57 @@ describe('pooledPairedComparison', () => {
         { base: [1], other: [0] },
       ]),
     ).toThrow(/pair 1 has 1 questions, pair 0 2/);
+  });
+});
+
+describe('paired t power (planning how many pairs an ablation needs)', () => {
+  // The six pairings of PPO's plain advantage-mask ablation at step 12 (docs/results.md, item 76).
+  const sd = 2.251388460483885;
+
+  it("gives scipy's normal CDF and Student's t critical values", () => {
+    // scipy.stats.norm.cdf / norm.sf
+    expect(normalCdf(1.96)).toBeCloseTo(0.9750021048517795, 14);
+    expect(normalCdf(0.5)).toBeCloseTo(0.6914624612740131, 14);
+    expect(normalCdf(-3.5) / 0.00023262907903552502).toBeCloseTo(1, 10);
+    expect(normalCdf(-8) / 6.22096057427174e-16).toBeCloseTo(1, 10);
+    expect(1 - normalCdf(5)).toBeCloseTo(2.866515718791933e-7, 15);
+    expect(normalCdf(0)).toBeCloseTo(0.5, 15);
+    // scipy.stats.t.ppf(0.975, df); with one df the closed form tan(0.475 π)
+    expect(studentTCritical(1, 0.05)).toBeCloseTo(Math.tan(0.475 * Math.PI), 9);
+    expect(studentTCritical(5, 0.05)).toBeCloseTo(2.5705818356363146, 11);
+    expect(studentTCritical(41, 0.05)).toBeCloseTo(2.019540970441376, 11);
+    expect(() => studentTCritical(5, 0)).toThrow(/alpha/);
+  });
+
+  it("gives scipy's noncentral-t power, and the test's size when there is no difference", () => {
+    // scipy: nct.sf(c, df, nc) + nct.cdf(−c, df, nc), c = t.ppf(0.975, df), nc = effect √k / sd
+    const cases: [number, number, number, number][] = [
+      [6, 3, sd, 0.7420627716744062],
+      [2, 2, 1, 0.17570741109776025],
+      [101, 0.3, 1, 0.8475362033385551],
+      [10, 1, 0.9926815535037742, 0.8087292509252776],
+    ];
+    for (const [k, effect, s, power] of cases) {
+      expect(pairedTPower(k, effect, s)).toBeCloseTo(power, 8);
+      expect(pairedTPower(k, -effect, s)).toBeCloseTo(power, 8);
+    }
+    for (const k of [2, 6, 40]) expect(pairedTPower(k, 0, 1)).toBeCloseTo(0.05, 8);
+    expect(pairedTPower(6, 3, sd, 0.01)).toBeLessThan(pairedTPower(6, 3, sd, 0.05));
+    expect(() => pairedTPower(1, 1, 1)).toThrow(/pairs/);
+    expect(() => pairedTPower(6, 1, 0)).toThrow(/sd must be positive/);
+  });
+
+  it('finds the fewest pairs for 80 % power, and the difference a number of pairs finds', () => {
+    // scipy, searching k upwards: 42, 20 and 13 pairs for 1, 1.5 and 2 points at this spread.
+    expect([1, 1.5, 2].map((e) => pairsForPower(e, sd))).toEqual([42, 20, 13]);
+    const k = pairsForPower(1, sd);
+    expect(pairedTPower(k, 1, sd)).toBeGreaterThanOrEqual(0.8);
+    expect(pairedTPower(k - 1, 1, sd)).toBeLessThan(0.8);
+    expect(pairsForPower(1, 0.9926815535037742)).toBe(10);
+    // scipy.optimize.brentq on the power: six pairs find 3.2297 points with 80 % power.
+    expect(detectableEffect(6, sd)).toBeCloseTo(3.229717568332974, 6);
+    expect(pairedTPower(6, detectableEffect(6, sd), sd)).toBeCloseTo(0.8, 8);
+    expect(() => pairsForPower(0, sd)).toThrow(/non-zero/);
+    expect(() => pairsForPower(1, sd, 1)).toThrow(/power/);
   });
 });

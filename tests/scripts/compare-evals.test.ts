@@ -113,6 +113,56 @@ describe('npm run compare', () => {
     expect(one.out.trim()).toBe('compare: --differences needs at least 2 differences (one per pair), got 1');
   });
 
+  it("plans the next ablation from the pairs' spread (--power-for), with --differences or --pairs", () => {
+    // The six pairings of PPO's plain advantage-mask ablation at step 12: sd 2.25 points; scipy gives
+    // 42, 20 and 13 pairs for 1, 1.5 and 2 points, and 3.23 points for these six pairs.
+    const r = run(
+      '--differences',
+      '3.0',
+      '\u22121.5',
+      '-3.25',
+      '-2.75',
+      '-0.75',
+      '0',
+      '--power-for',
+      '1,1.5,2',
+    );
+    expect(r.status, r.out).toBe(0);
+    expect(r.out).toContain("at these 6 pairs' spread, sd 2.25 points");
+    expect(r.out).toContain('| 1.00 | 42 | 0.14 |');
+    expect(r.out).toContain('| 1.50 | 20 | 0.26 |');
+    expect(r.out).toContain('| 2.00 | 13 | 0.42 |');
+    expect(r.out).toContain('these 6 pairs find a difference of 3.23 points with 80 % power');
+    // --pairs measures the spread from the files: differences −33.3 and 0 points, sd 23.57.
+    const a0 = write('pw-a0.json', 'mask-s1', [1, 1, 0, 1, 0, 0]);
+    const b0 = write('pw-b0.json', 'nomask-s1', [1, 0, 0, 0, 0, 0]);
+    const a1 = write('pw-a1.json', 'mask-s2', [1, 1, 0, 0, 0, 0]);
+    const b1 = write('pw-b1.json', 'nomask-s2', [1, 0, 0, 0, 1, 0]);
+    const p = run('--power-for', '20', '--pairs', a0, b0, a1, b1);
+    expect(p.status, p.out).toBe(0);
+    expect(p.out).toContain("at these 2 pairs' spread, sd 23.57 points");
+    expect(p.out).toMatch(/\| 20\.00 \| \d+ \| 0\.\d\d \|/);
+    const cases: [string[], string][] = [
+      [['--differences', '1', '1', '--power-for', '1'], '--power-for needs at least two pairs that differ'],
+      [['--pairs', a0, b0, a0, b0, '--power-for', '1'], '--power-for needs at least two pairs that differ'],
+      [['--pairs', a0, b0, '--power-for', '1'], '--power-for needs at least two pairs that differ'],
+      [
+        [a0, b0, '--power-for', '1'],
+        '--power-for reads the spread between pairs: use it with --pairs or --differences',
+      ],
+      [['--differences', '1', '2', '--power-for', 'x'], '--power-for takes differences in EM points'],
+      [['--differences', '1', '2', '--power-for', '0'], '--power-for takes differences in EM points'],
+      [['--differences', '1', '2', '--power-for'], '--power-for takes differences in EM points'],
+      [['--differences', '1', '2', '--power-for', '1', '--power-for', '2'], '--power-for is given once'],
+    ];
+    for (const [words, message] of cases) {
+      const bad = run(...words);
+      expect(bad.status, bad.out).toBe(2);
+      expect(bad.out.trim().split('\n')).toHaveLength(1);
+      expect(bad.out).toContain(`compare: ${message}`);
+    }
+  });
+
   it("sorts each file's questions by what their searches found (--evidence), with the moves from the base", () => {
     const q = (id: string, type: string, outcome: string, k: number, em = outcome === 'right' ? 1 : 0) => ({
       id,
