@@ -281,14 +281,16 @@ export function pairedTPower(pairs: number, effect: number, sd: number, alpha = 
   const df = pairs - 1;
   const c = studentTCritical(df, alpha);
   const delta = (Math.abs(effect) * Math.sqrt(pairs)) / sd;
-  // chi_df density: w^(df−1) e^(−w²/2) / (2^(df/2 − 1) Γ(df/2)); it is negligible past √df + 12.
+  // chi_df density: w^(df−1) e^(−w²/2) / (2^(df/2 − 1) Γ(df/2)). Its spread is about 0.71 around
+  // √df, so outside √df ± 12 it is negligible; the grid keeps about 300 points per unit of w.
   const logNorm = (df / 2 - 1) * Math.log(2) + logGamma(df / 2);
+  const bottom = Math.max(0, Math.sqrt(df) - 12);
   const top = Math.sqrt(df) + 12;
-  const steps = 4000;
-  const h = top / steps;
+  const steps = 2 * Math.ceil((top - bottom) * 150);
+  const h = (top - bottom) / steps;
   let sum = 0;
   for (let i = 0; i <= steps; i++) {
-    const w = i * h;
+    const w = bottom + i * h;
     const density =
       w === 0
         ? df === 1
@@ -307,8 +309,22 @@ export function pairsForPower(effect: number, sd: number, power = 0.8, alpha = 0
   if (!(effect !== 0 && Number.isFinite(effect)))
     throw new Error(`pairsForPower: effect must be a non-zero number, got ${effect}`);
   if (!(power > 0 && power < 1)) throw new Error(`pairsForPower: power must be in (0, 1), got ${power}`);
-  for (let k = 2; k <= 100000; k++) if (pairedTPower(k, effect, sd, alpha) >= power) return k;
-  throw new Error(`pairsForPower: more than 100000 pairs needed for ${effect} at sd ${sd}`);
+  // Power grows with the pairs: double until it is reached, then bisect.
+  const enough = (k: number) => pairedTPower(k, effect, sd, alpha) >= power;
+  if (enough(2)) return 2;
+  let lo = 2;
+  let hi = 4;
+  while (!enough(hi)) {
+    if (hi >= 1e7) throw new Error(`pairsForPower: more than 10⁷ pairs needed for ${effect} at sd ${sd}`);
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (enough(mid)) hi = mid;
+    else lo = mid;
+  }
+  return hi;
 }
 
 /** The smallest difference that `pairs` pairs at spread `sd` find with at least `power` (bisection). */

@@ -219,6 +219,9 @@ describe('paired t power (planning how many pairs an ablation needs)', () => {
     // scipy.optimize.brentq on the power: six pairs find 3.2297 points with 80 % power.
     expect(detectableEffect(6, sd)).toBeCloseTo(3.229717568332974, 6);
     expect(pairedTPower(6, detectableEffect(6, sd), sd)).toBeCloseTo(0.8, 8);
+    // A tiny difference needs hundreds of thousands of pairs: found by doubling and bisection, and near
+    // the normal approximation ((1.959964 + 0.841621) · sd / effect)² = 397,349.5.
+    expect(Math.abs(pairsForPower(0.01, 2.25) - 397349.5)).toBeLessThan(5);
     expect(() => pairsForPower(0, sd)).toThrow(/non-zero/);
     expect(() => pairsForPower(1, sd, 1)).toThrow(/power/);
   });
