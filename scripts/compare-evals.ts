@@ -11,6 +11,8 @@
 // With --pairs, the files are pairs of one ablation (say with and without a mask, one pair per seed):
 // each pair's row, then the pairs pooled question by question (the checkpoints' noise) and pair by
 // pair (Student's t over the pairs' differences, which counts the seeds' spread; src/rl/paired-eval.ts).
+// Each pair must share its questions; pairs on different question sets (one test world each) are
+// averaged per question within their set and the sets put side by side, each question once.
 // With --differences, numbers instead of files: pairs' recorded EM differences in points (say −2.5
 // −1.0 −1.3, from sessions whose replays are gone), read pair by pair as --pairs does (Student's t).
 // With --evidence, what each episode's searches had found when it answered (src/rl/evidence.ts): per
@@ -184,6 +186,24 @@ function takeWithoutTypes(words: string[]): [string[], string[]] {
   return [rest, without];
 }
 
+/**
+ * Fails unless b was played on a's questions: the same ids and the same type at every index. Ids alone
+ * ("test-0", …) do not tell one test world from another; the types, drawn per question, almost always do.
+ */
+function checkSameQuestions(a: Evaluation, b: Evaluation): void {
+  if (b.questions.length !== a.questions.length)
+    fail(
+      `${b.file} has ${b.questions.length} questions, ${a.file} ${a.questions.length}: evaluate both on the same ones`,
+    );
+  b.questions.forEach((q, i) => {
+    const qa = a.questions[i];
+    if (q.id !== qa.id || q.type !== qa.type)
+      fail(
+        `${b.file}: question ${i} is ${q.id} (${q.type}), in ${a.file} ${qa.id} (${qa.type}): not the same questions`,
+      );
+  });
+}
+
 function compareFiles(args: string[], withoutTypes: string[] = [], powerFor?: number[]): void {
   const pairsMode = args[0] === '--pairs';
   const evidenceMode = args[0] === '--evidence';
@@ -195,31 +215,39 @@ function compareFiles(args: string[], withoutTypes: string[] = [], powerFor?: nu
         ? `--pairs takes BASE OTHER files two by two, got ${files.length}`
         : 'usage: npm run -s compare -- BASE.json OTHER.json [MORE.json ...] (or --pairs B1 O1 [B2 O2 ...], --evidence F1 [F2 ...], or --differences D1 D2 [...]; --without-type T leaves out a question type)',
     );
-  const [base, ...others] = files.map((f) => ({ file: f, ...readEval(f) }));
+  const all = files.map((f) => ({ file: f, ...readEval(f) }));
+  const [base, ...others] = all;
   // Every file is checked before anything is printed: a bad one gives one line, not half a table.
-  for (const o of others) {
-    if (o.questions.length !== base.questions.length)
-      fail(
-        `${o.file} has ${o.questions.length} questions, ${base.file} ${base.questions.length}: evaluate both on the same ones`,
-      );
-    o.questions.forEach((q, i) => {
-      if (q.id !== base.questions[i].id)
-        fail(
-          `${o.file}: question ${i} is ${q.id}, in ${base.file} ${base.questions[i].id}: not the same questions`,
-        );
-    });
-  }
+  // With --pairs each pair is checked within itself: pairs may be played on different question sets
+  // (say one test world each), which the pooling below then treats as distinct questions.
+  const pairs = pairsMode
+    ? Array.from({ length: all.length / 2 }, (_, j) => ({ a: all[2 * j], b: all[2 * j + 1] }))
+    : others.map((o) => ({ a: base, b: o }));
+  for (const { a, b } of pairs) checkSameQuestions(a, b);
   if (withoutTypes.length > 0) {
-    const known = new Set(base.questions.map((q) => q.type));
+    // A lone file (--evidence F) is its own base.
+    const bases = pairs.length > 0 ? [...new Set(pairs.map((p) => p.a))] : [base];
+    const known = new Set(bases.flatMap((e) => e.questions.map((q) => q.type)));
     for (const t of withoutTypes)
       if (!known.has(t))
         fail(
-          `--without-type ${t}: ${base.file} has no question of that type (its types: ${[...known].join(', ')})`,
+          `--without-type ${t}: ${bases.map((e) => e.file).join(', ')} ${bases.length > 1 ? 'have' : 'has'} no question of that type (types: ${[...known].join(', ')})`,
         );
-    const kept = base.questions.flatMap((q, i) => (withoutTypes.includes(q.type) ? [] : [i]));
-    if (kept.length === 0) fail(`--without-type ${withoutTypes.join(', ')} leaves no question to compare`);
-    for (const e of [base, ...others]) e.questions = kept.map((i) => e.questions[i]);
-    console.log(`without the questions of type ${withoutTypes.join(', ')}: ${kept.length} questions left\n`);
+    // Each file keeps the questions its own base keeps (the same indices within a pair).
+    const keptBy = new Map(
+      bases.map((e) => [e, e.questions.flatMap((q, i) => (withoutTypes.includes(q.type) ? [] : [i]))]),
+    );
+    if ([...keptBy.values()].some((kept) => kept.length === 0))
+      fail(`--without-type ${withoutTypes.join(', ')} leaves no question to compare`);
+    const filtered = new Map(
+      all.map((e) => {
+        const kept = keptBy.get(pairs.find((p) => p.a === e || p.b === e)?.a ?? base) ?? [];
+        return [e, kept.map((i) => e.questions[i])];
+      }),
+    );
+    for (const e of all) e.questions = filtered.get(e) ?? e.questions;
+    const left = bases.reduce((s, e) => s + e.questions.length, 0);
+    console.log(`without the questions of type ${withoutTypes.join(', ')}: ${left} questions left\n`);
   }
   if (pairsMode) {
     printPairs([base, ...others], powerFor);
@@ -258,12 +286,21 @@ function compareFiles(args: string[], withoutTypes: string[] = [], powerFor?: nu
 
 function printPairs(all: Evaluation[], powerFor?: number[]): void {
   const pairs = Array.from({ length: all.length / 2 }, (_, j) => ({ a: all[2 * j], b: all[2 * j + 1] }));
+  // Pairs whose bases list the same ids and types share a question set (say one test world).
+  const setKeys = pairs.map(({ a }) => a.questions.map((q) => `${q.id}:${q.type}`).join('\n'));
+  const questionSets = setKeys.map((key) => setKeys.indexOf(key));
+  const sameQuestions = questionSets.every((set) => set === 0);
   const c = pooledPairedComparison(
     pairs.map(({ a, b }) => ({ base: a.questions.map((q) => q.em), other: b.questions.map((q) => q.em) })),
+    { questionSets },
   );
   // Checked before anything is printed, like every other bad input.
   if (powerFor && (!c.pairLevel || c.pairLevel.se === 0)) fail(NO_SPREAD_FOR_POWER);
-  console.log(`${c.k} pairs on the same ${c.n} questions; Δ = the second of each pair − the first\n`);
+  console.log(
+    sameQuestions
+      ? `${c.k} pairs on the same ${c.n} questions; Δ = the second of each pair − the first\n`
+      : `${c.k} pairs on ${new Set(questionSets).size} different question sets, ${c.n} questions in all (pairs on one set averaged per question); Δ = the second of each pair − the first\n`,
+  );
   console.log('| pair | EM | Δ EM ± paired SE | only second right / only first right | sign test p |');
   console.log('|---|---|---|---|---|');
   c.pairs.forEach((p, j) => {

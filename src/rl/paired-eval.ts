@@ -79,13 +79,15 @@ export function signTestTwoSided(a: number, b: number): number {
 // seeds? Two answers, because they answer different questions:
 // - question by question: per question, the mean over the pairs of (other − base); the mean of those,
 //   its standard error over questions, and the sign test on the questions whose net is not zero. This
-//   is the checkpoints' noise only: it treats the trained runs as fixed.
+//   is the checkpoints' noise only: it treats the trained runs as fixed. Pairs played on different
+//   question sets (say one test world each; questionSets names each pair's set) are averaged within
+//   their set and the sets' questions put side by side, so each question counts once.
 // - pair by pair: the k differences in EM as k draws of the effect of the switch (one per seed); their
 //   mean, sd / √k, and Student's t with k − 1 degrees of freedom. This counts the seed-to-seed spread,
 //   which a single pairing cannot see; with two or three pairs it is wide.
 
 export interface PooledPairedComparison {
-  /** Pairs, and questions per pair. */
+  /** Pairs, and distinct questions (per pair when all share one question set). */
   k: number;
   n: number;
   pairs: PairedComparison[];
@@ -113,22 +115,38 @@ export interface OneSampleT {
 
 export function pooledPairedComparison(
   pairs: ReadonlyArray<{ base: readonly number[]; other: readonly number[] }>,
+  { questionSets }: { questionSets?: readonly number[] } = {},
 ): PooledPairedComparison {
   const k = pairs.length;
   if (k === 0) throw new Error('pooledPairedComparison: no pairs');
+  if (questionSets && questionSets.length !== k)
+    throw new Error(`pooledPairedComparison: ${questionSets.length} question sets for ${k} pairs`);
   const each = pairs.map((p) => pairedComparison(p.base, p.other));
-  const n = each[0].n;
-  each.forEach((c, j) => {
-    if (c.n !== n) throw new Error(`pooledPairedComparison: pair ${j} has ${c.n} questions, pair 0 ${n}`);
-  });
-  // Question by question: the pairs' mean base score against their mean other score per question,
-  // whose paired comparison is exactly that of the per-question mean differences.
-  const meanOver = (pick: (p: (typeof pairs)[number]) => readonly number[]) =>
-    Array.from({ length: n }, (_, i) => pairs.reduce((s, p) => s + pick(p)[i], 0) / k);
-  const pooled = pairedComparison(
-    meanOver((p) => p.base),
-    meanOver((p) => p.other),
-  );
+  // Question by question: within each question set, the pairs' mean base score against their mean
+  // other score per question (whose paired comparison is exactly that of the per-question mean
+  // differences); the sets, distinct questions, side by side. One set (the default) is the usual case.
+  const setOf = (j: number) => questionSets?.[j] ?? 0;
+  const sets = [...new Set(pairs.map((_, j) => setOf(j)))];
+  const pooledBase: number[] = [];
+  const pooledOther: number[] = [];
+  for (const set of sets) {
+    const members = pairs.flatMap((_, j) => (setOf(j) === set ? [j] : []));
+    const n = each[members[0]].n;
+    for (const j of members)
+      if (each[j].n !== n)
+        throw new Error(
+          `pooledPairedComparison: pair ${j} has ${each[j].n} questions, pair ${members[0]} ${n}`,
+        );
+    const meanOver = (pick: (p: (typeof pairs)[number]) => readonly number[]) =>
+      Array.from(
+        { length: n },
+        (_, i) => members.reduce((s, j) => s + pick(pairs[j])[i], 0) / members.length,
+      );
+    pooledBase.push(...meanOver((p) => p.base));
+    pooledOther.push(...meanOver((p) => p.other));
+  }
+  const pooled = pairedComparison(pooledBase, pooledOther);
+  const n = pooled.n;
   const pairLevel = k >= 2 ? oneSampleT(each.map((c) => c.difference)) : null;
   return {
     k,

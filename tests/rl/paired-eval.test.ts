@@ -170,6 +170,40 @@ describe('pooledPairedComparison', () => {
       ]),
     ).toThrow(/pair 1 has 1 questions, pair 0 2/);
   });
+
+  it('puts pairs on different question sets side by side, averaging only within a set (questionSets)', () => {
+    // Set 0: pairs 0 and 2 on two questions (+1 0 and +1 −1, so per question +1 and −0.5); set 1:
+    // pair 1 on three others (−1 +1 +1).
+    const c = pooledPairedComparison(
+      [
+        { base: [0, 1], other: [1, 1] },
+        { base: [1, 0, 0], other: [0, 1, 1] },
+        { base: [0, 1], other: [1, 0] },
+      ],
+      { questionSets: [0, 1, 0] },
+    );
+    expect([c.k, c.n]).toEqual([3, 5]);
+    expect(c.pairs.map((p) => p.difference)).toEqual([0.5, 1 / 3, 0]);
+    // Units +1 −0.5 −1 +1 +1: mean 0.3, sample std sqrt((3 · 0.49 + 0.64 + 1.69) / 4).
+    expect(c.questionLevel.difference).toBeCloseTo(0.3, 15);
+    expect(c.questionLevel.se).toBeCloseTo(Math.sqrt((3 * 0.49 + 0.64 + 1.69) / 4) / Math.sqrt(5), 15);
+    expect([c.questionLevel.better, c.questionLevel.worse]).toEqual([3, 2]);
+    expect(c.questionLevel.signTestP).toBeCloseTo(1, 12);
+    expect(c.pairLevel?.mean).toBeCloseTo((0.5 + 1 / 3) / 3, 15);
+    // One set for every pair is the default reading; a wrong count of sets is refused.
+    const same = pooledPairedComparison(
+      [
+        { base: [1, 1, 0, 0], other: [1, 0, 0, 0] },
+        { base: [1, 1, 0, 0], other: [0, 0, 0, 1] },
+      ],
+      { questionSets: [0, 0] },
+    );
+    expect(same.questionLevel.difference).toBeCloseTo(-0.25, 15);
+    expect(same.n).toBe(4);
+    expect(() => pooledPairedComparison([{ base: [1], other: [0] }], { questionSets: [0, 1] })).toThrow(
+      /2 question sets for 1 pairs/,
+    );
+  });
 });
 
 describe('paired t power (planning how many pairs an ablation needs)', () => {

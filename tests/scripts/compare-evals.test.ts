@@ -7,9 +7,15 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const dir = mkdtempSync(join(tmpdir(), 'compare-evals-'));
-const write = (name: string, model: string, ems: number[], ids = ems.map((_, i) => `q${i}`)) => {
+const write = (
+  name: string,
+  model: string,
+  ems: number[],
+  ids = ems.map((_, i) => `q${i}`),
+  types: string[] = ems.map((_, i) => (i % 2 === 0 ? 'bridge' : 'yesno')),
+) => {
   const file = join(dir, name);
-  const questions = ems.map((em, i) => ({ id: ids[i], type: i % 2 === 0 ? 'bridge' : 'yesno', em, f1: em }));
+  const questions = ems.map((em, i) => ({ id: ids[i], type: types[i], em, f1: em }));
   writeFileSync(file, JSON.stringify({ model, n: ems.length, questions }));
   return file;
 };
@@ -231,7 +237,7 @@ describe('npm run compare', () => {
     expect(alone.out).not.toMatch(/fruitless/);
     expect(alone.out).not.toMatch(/where the answers came from/);
     // A file written before the outcome fields existed: one line naming it, exit 2.
-    const old = write('eold.json', 'old', [1, 0, 1, 0]);
+    const old = write('eold.json', 'old', [1, 0, 1, 0], undefined, ['bridge', 'bridge', 'yesno', 'yesno']);
     const bad = run('--evidence', base, old);
     expect(bad.status, bad.out).toBe(2);
     expect(bad.out.trim()).toMatch(
@@ -259,12 +265,15 @@ describe('npm run compare', () => {
     expect(pairs.status, pairs.out).toBe(0);
     expect(pairs.out).toMatch(/2 pairs on the same 3 questions/);
     expect(pairs.out).toContain('| nomask-s1 vs mask-s1 | 66.7 vs 33.3 | +33.3 ± 33.3 | 1 / 0 | 1.0 |');
+    // A lone file is its own base (--evidence needs per-question outcomes, which these files lack).
+    const lone = run('--evidence', '--without-type', 'yesno', a0);
+    expect(lone.out).toMatch(/without the questions of type yesno: 3 questions left/);
     // Both types left out: nothing to compare; an unknown type or a missing one: one line, exit 2.
     const cases: [string[], RegExp][] = [
       [['--without-type', 'yesno', '--without-type', 'bridge', a0, b0], /leaves no question to compare/],
       [
         ['--without-type', 'nope', a0, b0],
-        /--without-type nope: .*wt-a0\.json has no question of that type \(its types: bridge, yesno\)/,
+        /--without-type nope: .*wt-a0\.json has no question of that type \(types: bridge, yesno\)/,
       ],
       [[a0, b0, '--without-type'], /--without-type takes a question type/],
       [['--without-type', 'yesno', '--differences', '1', '2'], /not of --differences/],
@@ -277,10 +286,40 @@ describe('npm run compare', () => {
     }
   });
 
+  it('pools pairs played on different question sets (one test world each) side by side', () => {
+    // World A (types bridge yesno bridge yesno): +1 on question 0. World B, the same ids but other types
+    // (yesno yesno bridge bridge, six questions): +1 on 2 and 3, −1 on 4.
+    const typesB = ['yesno', 'yesno', 'bridge', 'bridge', 'comparison', 'comparison'];
+    const a0 = write('dw-a0.json', 'bundle', [0, 1, 0, 0]);
+    const a1 = write('dw-a1.json', 'grpo', [1, 1, 0, 0]);
+    const b0 = write('dw-b0.json', 'bundle', [1, 0, 0, 0, 1, 0], undefined, typesB);
+    const b1 = write('dw-b1.json', 'grpo', [1, 0, 1, 1, 0, 0], undefined, typesB);
+    const r = run('--pairs', a0, a1, b0, b1);
+    expect(r.status, r.out).toBe(0);
+    expect(r.out).toMatch(/2 pairs on 2 different question sets, 10 questions in all/);
+    // Ten differences: +1 +1 +1 −1 and six zeros: mean +0.2, sample std sqrt((4 − 10 · 0.04) / 9).
+    const se = Math.sqrt((4 - 10 * 0.04) / 9) / Math.sqrt(10);
+    expect(r.out).toContain(
+      `| pooled, question by question (checkpoint noise) | | +20.0 ± ${(100 * se).toFixed(1)} | 3 / 1 (net per question) | 0.63 |`,
+    );
+    // Pair by pair: +25.0 and +16.7.
+    expect(r.out).toMatch(/\| pooled, pair by pair \(seed noise: t [\d.]+, 1 df\) \| \| \+20\.8 ± 4\.2 \|/);
+    // --without-type drops each pair's own yes/no questions: world A keeps 0 and 2, world B 2–5.
+    const w = run('--pairs', a0, a1, b0, b1, '--without-type', 'yesno');
+    expect(w.status, w.out).toBe(0);
+    expect(w.out).toMatch(/without the questions of type yesno: 6 questions left/);
+    expect(w.out).toContain('| grpo vs bundle | 50.0 vs 0.0 | +50.0 ± 50.0 | 1 / 0 | 1.0 |');
+    expect(w.out).toContain('| grpo vs bundle | 50.0 vs 25.0 | +25.0 ± 47.9 | 2 / 1 | 1.0 |');
+    expect(w.out).toMatch(
+      /\| pooled, question by question \(checkpoint noise\) \| \| \+33\.3 ± [\d.]+ \| 3 \/ 1 \(net per question\) \|/,
+    );
+  });
+
   it('refuses files it cannot compare with one line and exit 2', () => {
     const base = write('b.json', 'start', [1, 0, 1]);
     const shorter = write('s.json', 'x', [1, 0]);
     const otherIds = write('o.json', 'y', [1, 0, 1], ['q0', 'q9', 'q2']);
+    const otherWorld = write('w.json', 'z', [1, 0, 1], undefined, ['comparison', 'yesno', 'bridge']);
     const noList = join(dir, 'old.json');
     writeFileSync(noList, JSON.stringify({ model: 'old', em: 0.2 }));
     const cases: [string[], RegExp][] = [
@@ -288,7 +327,20 @@ describe('npm run compare', () => {
       [[base, join(dir, 'missing.json')], /cannot read .*missing\.json/],
       [[base, noList], /old\.json has no per-question list \("questions"\)/],
       [[base, shorter], /s\.json has 2 questions, .*b\.json 3: evaluate both on the same ones/],
-      [[base, otherIds], /o\.json: question 1 is q9, in .*b\.json q1: not the same questions/],
+      [
+        [base, otherIds],
+        /o\.json: question 1 is q9 \(yesno\), in .*b\.json q1 \(yesno\): not the same questions/,
+      ],
+      // The same ids from another test world ("test-0", …): the types tell them apart.
+      [
+        [base, otherWorld],
+        /w\.json: question 0 is q0 \(comparison\), in .*b\.json q0 \(bridge\): not the same/,
+      ],
+      // With --pairs each pair must share its questions.
+      [
+        ['--pairs', base, base, base, otherWorld],
+        /w\.json: question 0 is q0 \(comparison\), in .*b\.json q0/,
+      ],
     ];
     for (const [files, message] of cases) {
       const r = run(...files);
