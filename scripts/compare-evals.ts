@@ -12,7 +12,8 @@
 // each pair's row, then the pairs pooled question by question (the checkpoints' noise) and pair by
 // pair (Student's t over the pairs' differences, which counts the seeds' spread; src/rl/paired-eval.ts).
 // Each pair must share its questions; pairs on different question sets (one test world each) are
-// averaged per question within their set and the sets put side by side, each question once.
+// averaged per question within their set and the sets put side by side, each question once. The
+// pooled rows follow per question type (a pair whose questions have none of a type sits it out).
 // With --differences, numbers instead of files: pairs' recorded EM differences in points (say −2.5
 // −1.0 −1.3, from sessions whose replays are gone), read pair by pair as --pairs does (Student's t).
 // With --evidence, what each episode's searches had found when it answered (src/rl/evidence.ts): per
@@ -320,7 +321,44 @@ function printPairs(all: Evaluation[], powerFor?: number[]): void {
         ? `| pooled, pair by pair (seed noise: t ${pl.t < 0 ? '−' : ''}${Math.abs(pl.t).toFixed(2)}, ${pl.df} df) | | ${sign(pl.mean)} ± ${pct(pl.se)} | ${c.pairs.filter((p) => p.difference > 0).length} up / ${c.pairs.filter((p) => p.difference < 0).length} down of ${c.k} pairs | ${pl.p.toPrecision(2)} (t test) |`
         : '| pooled, pair by pair | | – (one pair: no spread between pairs) | | |',
   );
+  printPairsByType(pairs, questionSets);
   if (powerFor && pl) printPower(c.k, 100 * pl.se * Math.sqrt(c.k), powerFor);
+}
+
+/**
+ * The pooled rows of --pairs again for each question type: every pair on its own questions of that type
+ * (a pair whose set has none sits that type out), question by question and pair by pair.
+ */
+function printPairsByType(
+  pairs: ReadonlyArray<{ a: Evaluation; b: Evaluation }>,
+  questionSets: readonly number[],
+): void {
+  const types = [...new Set(pairs.flatMap(({ a }) => a.questions.map((q) => q.type)))];
+  if (types.length < 2) return;
+  console.log('\nby question type, pooled as above over the pairs that have questions of the type\n');
+  console.log(
+    '| type | questions | pairs | Δ EM ± SE, question by question | better / worse | sign test p | Δ EM ± SE, pair by pair | t test p |',
+  );
+  console.log('|---|---|---|---|---|---|---|---|');
+  for (const t of types) {
+    const members = pairs.flatMap(({ a, b }, j) => {
+      const idx = a.questions.flatMap((q, i) => (q.type === t ? [i] : []));
+      if (idx.length === 0) return [];
+      const em = (e: Evaluation) => idx.map((i) => e.questions[i].em);
+      return [{ set: questionSets[j], base: em(a), other: em(b) }];
+    });
+    const c = pooledPairedComparison(members, { questionSets: members.map((m) => m.set) });
+    const q = c.questionLevel;
+    const pl = c.pairLevel;
+    const pairCells = !pl
+      ? '– (one pair) | |'
+      : pl.se === 0
+        ? `${sign(pl.mean)} in every pair | – |`
+        : `${sign(pl.mean)} ± ${pct(pl.se)} | ${pl.p.toPrecision(2)} |`;
+    console.log(
+      `| ${t} | ${c.n} | ${c.k} | ${sign(q.difference)} ± ${pct(q.se)} | ${q.better} / ${q.worse} | ${q.signTestP.toPrecision(2)} | ${pairCells}`,
+    );
+  }
 }
 
 function printEvidence(all: Evaluation[]): void {

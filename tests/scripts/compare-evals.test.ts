@@ -304,6 +304,21 @@ describe('npm run compare', () => {
     );
     // Pair by pair: +25.0 and +16.7.
     expect(r.out).toMatch(/\| pooled, pair by pair \(seed noise: t [\d.]+, 1 df\) \| \| \+20\.8 ± 4\.2 \|/);
+    // Per type, each pair on its own questions of the type. bridge: A's 0 and 2 (+1, 0), B's 2 and 3
+    // (+1, +1): mean +0.75, sample std 0.5 over 4; pairs +50 and +100 (t 3, 1 df: p 1 − 2·atan(3)/π).
+    // yesno: no change anywhere. comparison: B's alone (−1, 0).
+    expect(r.out).toContain('| bridge | 4 | 2 | +75.0 ± 25.0 | 3 / 0 | 0.25 | +75.0 ± 25.0 | 0.20 |');
+    expect(r.out).toContain('| yesno | 4 | 2 | +0.0 ± 0.0 | 0 / 0 | 1.0 | +0.0 in every pair | – |');
+    expect(r.out).toContain('| comparison | 2 | 1 | −50.0 ± 50.0 | 0 / 1 | 1.0 | – (one pair) | |');
+    // One type only: the pooled rows already are its table.
+    const one = ['bridge', 'bridge', 'bridge', 'bridge'];
+    const oneType = run(
+      '--pairs',
+      write('ot-a.json', 'bundle', [0, 1, 0, 0], undefined, one),
+      write('ot-b.json', 'grpo', [1, 1, 0, 0], undefined, one),
+    );
+    expect(oneType.status, oneType.out).toBe(0);
+    expect(oneType.out).not.toContain('by question type');
     // --without-type drops each pair's own yes/no questions: world A keeps 0 and 2, world B 2–5.
     const w = run('--pairs', a0, a1, b0, b1, '--without-type', 'yesno');
     expect(w.status, w.out).toBe(0);
