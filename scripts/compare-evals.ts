@@ -247,7 +247,9 @@ function compareFiles(args: string[], withoutTypes: string[] = [], powerFor?: nu
       }),
     );
     for (const e of all) e.questions = filtered.get(e) ?? e.questions;
-    const left = bases.reduce((s, e) => s + e.questions.length, 0);
+    // Distinct questions: bases on one question set (the same file given for every pair) count once.
+    const sets = new Map(bases.map((e) => [e.questions.map((q) => `${q.id}:${q.type}`).join('\n'), e]));
+    const left = [...sets.values()].reduce((s, e) => s + e.questions.length, 0);
     console.log(`without the questions of type ${withoutTypes.join(', ')}: ${left} questions left\n`);
   }
   if (pairsMode) {

@@ -264,6 +264,8 @@ describe('npm run compare', () => {
     const pairs = run('--pairs', a0, b0, a0, b0, '--without-type', 'yesno');
     expect(pairs.status, pairs.out).toBe(0);
     expect(pairs.out).toMatch(/2 pairs on the same 3 questions/);
+    // The base named in both pairs: its three questions counted once.
+    expect(pairs.out).toMatch(/without the questions of type yesno: 3 questions left/);
     expect(pairs.out).toContain('| nomask-s1 vs mask-s1 | 66.7 vs 33.3 | +33.3 ± 33.3 | 1 / 0 | 1.0 |');
     // A lone file is its own base (--evidence needs per-question outcomes, which these files lack).
     const lone = run('--evidence', '--without-type', 'yesno', a0);
