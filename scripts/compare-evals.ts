@@ -205,6 +205,11 @@ function checkSameQuestions(a: Evaluation, b: Evaluation): void {
   });
 }
 
+/** Files with the same key were played on one question set (say one test world): ids and types in order. */
+function questionSetKey(e: Evaluation): string {
+  return e.questions.map((q) => `${q.id}:${q.type}`).join('\n');
+}
+
 function compareFiles(args: string[], withoutTypes: string[] = [], powerFor?: number[]): void {
   const pairsMode = args[0] === '--pairs';
   const evidenceMode = args[0] === '--evidence';
@@ -248,7 +253,7 @@ function compareFiles(args: string[], withoutTypes: string[] = [], powerFor?: nu
     );
     for (const e of all) e.questions = filtered.get(e) ?? e.questions;
     // Distinct questions: bases on one question set (the same file given for every pair) count once.
-    const sets = new Map(bases.map((e) => [e.questions.map((q) => `${q.id}:${q.type}`).join('\n'), e]));
+    const sets = new Map(bases.map((e) => [questionSetKey(e), e]));
     const left = [...sets.values()].reduce((s, e) => s + e.questions.length, 0);
     console.log(`without the questions of type ${withoutTypes.join(', ')}: ${left} questions left\n`);
   }
@@ -290,7 +295,7 @@ function compareFiles(args: string[], withoutTypes: string[] = [], powerFor?: nu
 function printPairs(all: Evaluation[], powerFor?: number[]): void {
   const pairs = Array.from({ length: all.length / 2 }, (_, j) => ({ a: all[2 * j], b: all[2 * j + 1] }));
   // Pairs whose bases list the same ids and types share a question set (say one test world).
-  const setKeys = pairs.map(({ a }) => a.questions.map((q) => `${q.id}:${q.type}`).join('\n'));
+  const setKeys = pairs.map(({ a }) => questionSetKey(a));
   const questionSets = setKeys.map((key) => setKeys.indexOf(key));
   const sameQuestions = questionSets.every((set) => set === 0);
   const c = pooledPairedComparison(
