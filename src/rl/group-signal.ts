@@ -14,6 +14,8 @@ export interface GroupedEpisode {
   group: number;
   /** Exact match of the episode's answer (0 or 1). */
   em: number;
+  /** Its token F1, where the caller has it (groupScores then gives F1 beside each EM). */
+  f1?: number;
   /** The scalar reward a group method compares (outcome + process rewards). */
   reward: number;
   /**
@@ -46,55 +48,97 @@ export interface GroupSignal {
 
 export function groupSignal(episodes: readonly GroupedEpisode[], eps = 1e-9): GroupSignal {
   if (episodes.length === 0) throw new Error('groupSignal: no episodes');
+  const scores = groupScores(episodes, eps);
+  let emSplit = 0;
+  let rewardSplit = 0;
+  let stdSum = 0;
+  for (const g of groupsOf(episodes).values()) {
+    const ems = g.map((e) => e.em);
+    const rs = g.map((e) => e.reward);
+    if (Math.max(...ems) - Math.min(...ems) > eps) emSplit++;
+    if (Math.max(...rs) - Math.min(...rs) > eps) rewardSplit++;
+    const m = rs.reduce((s, x) => s + x, 0) / rs.length;
+    stdSum += Math.sqrt(rs.reduce((s, x) => s + (x - m) ** 2, 0) / rs.length);
+  }
+  const k = scores.length;
+  const withAnswers = scores.every((g) => g.majEm !== undefined);
+  return {
+    groups: k,
+    episodes: episodes.length,
+    meanEm: episodes.reduce((s, e) => s + e.em, 0) / episodes.length,
+    passAtK: scores.reduce((s, g) => s + g.pass, 0) / k,
+    emSplitGroups: emSplit / k,
+    rewardSplitGroups: rewardSplit / k,
+    meanRewardStd: stdSum / k,
+    ...(withAnswers && { majAtK: scores.reduce((s, g) => s + (g.majEm ?? 0), 0) / k }),
+  };
+}
+
+/** One group's (one question's) scores over its samples: the per-question rows behind pass@k and maj@k. */
+export interface GroupScore {
+  group: number;
+  /** Its episodes' mean EM and F1 (F1 when every episode has one). */
+  meanEm: number;
+  meanF1?: number;
+  /** 1 when some episode is right (EM > eps), else 0; bestF1 is its episodes' highest F1. */
+  pass: number;
+  bestF1?: number;
+  /** The EM and F1 of its most frequent answer, as in maj@k; undefined unless every episode has `answer`. */
+  majEm?: number;
+  majF1?: number;
+}
+
+/**
+ * Each group's scores, in the order its first episode comes: what `npm run bench:passk -- --json` writes
+ * per question, so that two checkpoints' pass@k and maj@k can be compared question by question.
+ */
+export function groupScores(episodes: readonly GroupedEpisode[], eps = 1e-9): GroupScore[] {
+  const withAnswers = episodes.every((e) => e.answer !== undefined);
+  const withF1 = episodes.every((e) => e.f1 !== undefined);
+  return [...groupsOf(episodes)].map(([group, g]) => {
+    const f1s = g.map((e) => e.f1 ?? 0);
+    const maj = withAnswers ? majority(g) : undefined;
+    return {
+      group,
+      meanEm: g.reduce((s, e) => s + e.em, 0) / g.length,
+      pass: g.some((e) => e.em > eps) ? 1 : 0,
+      ...(withF1 && { meanF1: f1s.reduce((s, x) => s + x, 0) / g.length, bestF1: Math.max(...f1s) }),
+      ...(maj && { majEm: maj.em }),
+      ...(maj && withF1 && { majF1: maj.f1 }),
+    };
+  });
+}
+
+function groupsOf(episodes: readonly GroupedEpisode[]): Map<number, GroupedEpisode[]> {
   const byGroup = new Map<number, GroupedEpisode[]>();
   for (const e of episodes) {
     const g = byGroup.get(e.group);
     if (g) g.push(e);
     else byGroup.set(e.group, [e]);
   }
-  let pass = 0;
-  let emSplit = 0;
-  let rewardSplit = 0;
-  let stdSum = 0;
-  let majSum = 0;
-  const withAnswers = episodes.every((e) => e.answer !== undefined);
-  for (const g of byGroup.values()) {
-    if (withAnswers) majSum += majorityEm(g);
-    const ems = g.map((e) => e.em);
-    const rs = g.map((e) => e.reward);
-    if (ems.some((x) => x > 0)) pass++;
-    if (Math.max(...ems) - Math.min(...ems) > eps) emSplit++;
-    if (Math.max(...rs) - Math.min(...rs) > eps) rewardSplit++;
-    const m = rs.reduce((s, x) => s + x, 0) / rs.length;
-    stdSum += Math.sqrt(rs.reduce((s, x) => s + (x - m) ** 2, 0) / rs.length);
-  }
-  const k = byGroup.size;
-  return {
-    groups: k,
-    episodes: episodes.length,
-    meanEm: episodes.reduce((s, e) => s + e.em, 0) / episodes.length,
-    passAtK: pass / k,
-    emSplitGroups: emSplit / k,
-    rewardSplitGroups: rewardSplit / k,
-    meanRewardStd: stdSum / k,
-    ...(withAnswers && { majAtK: majSum / k }),
-  };
+  return byGroup;
 }
 
-/** EM of a group's most frequent answer; tied answers count equally; no answer at all scores 0. */
-function majorityEm(group: readonly GroupedEpisode[]): number {
-  const votes = new Map<string, { count: number; em: number }>();
+/**
+ * EM and F1 of a group's most frequent answer; tied answers count equally; no answer at all scores 0.
+ * An answer's EM is its voters' mean (equal unless a format gate zeroed some of them), and so its F1.
+ */
+function majority(group: readonly GroupedEpisode[]): { em: number; f1: number } {
+  const votes = new Map<string, { count: number; em: number; f1: number }>();
   for (const e of group) {
     if (e.answer === null || e.answer === undefined) continue;
     const v = votes.get(e.answer);
     if (v) {
       v.count++;
       v.em += e.em;
-    } else votes.set(e.answer, { count: 1, em: e.em });
+      v.f1 += e.f1 ?? 0;
+    } else votes.set(e.answer, { count: 1, em: e.em, f1: e.f1 ?? 0 });
   }
-  if (votes.size === 0) return 0;
+  if (votes.size === 0) return { em: 0, f1: 0 };
   const top = Math.max(...[...votes.values()].map((v) => v.count));
   const modal = [...votes.values()].filter((v) => v.count === top);
-  // An answer's EM is its voters' mean (equal unless a format gate zeroed some of them).
-  return modal.reduce((s, v) => s + v.em / v.count, 0) / modal.length;
+  return {
+    em: modal.reduce((s, v) => s + v.em / v.count, 0) / modal.length,
+    f1: modal.reduce((s, v) => s + v.f1 / v.count, 0) / modal.length,
+  };
 }

@@ -1,7 +1,7 @@
 // groupSignal (src/rl/group-signal.ts): pass@k and the share of groups a group method can learn from,
-// on worked examples.
+// on worked examples; groupScores, the per-question rows behind pass@k and maj@k.
 import { describe, expect, it } from 'vitest';
-import { groupSignal } from '../../src/rl/group-signal.ts';
+import { groupScores, groupSignal } from '../../src/rl/group-signal.ts';
 
 describe('groupSignal', () => {
   it('gives pass@k, split groups and the reward std of a worked example', () => {
@@ -70,5 +70,38 @@ describe('groupSignal', () => {
     expect(s.passAtK).toBe(1);
     expect(s.emSplitGroups).toBe(0.5);
     expect(() => groupSignal([])).toThrow(/no episodes/);
+  });
+
+  it("gives each group's mean, pass and majority scores with F1, in the order the groups come", () => {
+    const ep = (group: number, answer: string | null, em: number, f1: number) => ({
+      group,
+      em,
+      f1,
+      reward: em,
+      answer,
+    });
+    const episodes = [
+      // group 2 comes first: a tie between a right answer and a half-right one
+      ep(2, 'a', 1, 1),
+      ep(2, 'b', 0, 0.5),
+      // group 0: the wrong answer is the mode; one sample right
+      ep(0, 'no', 0, 0),
+      ep(0, 'no', 0, 0),
+      ep(0, 'yes', 1, 1),
+      ep(0, null, 0, 0),
+      // group 1: no answer at all
+      ep(1, null, 0, 0),
+    ];
+    expect(groupScores(episodes)).toEqual([
+      { group: 2, meanEm: 0.5, meanF1: 0.75, pass: 1, bestF1: 1, majEm: 0.5, majF1: 0.75 },
+      { group: 0, meanEm: 0.25, meanF1: 0.25, pass: 1, bestF1: 1, majEm: 0, majF1: 0 },
+      { group: 1, meanEm: 0, meanF1: 0, pass: 0, bestF1: 0, majEm: 0, majF1: 0 },
+    ]);
+    // The group rows add up to groupSignal's pass@k and maj@k.
+    const s = groupSignal(episodes);
+    expect(s.passAtK).toBe(2 / 3);
+    expect(s.majAtK).toBe(0.5 / 3);
+    // Without F1 or answers those fields are left out.
+    expect(groupScores([{ group: 0, em: 1, reward: 1 }])).toEqual([{ group: 0, meanEm: 1, pass: 1 }]);
   });
 });

@@ -1,7 +1,7 @@
 // The micro version of `npm run bench:passk` (bench/pass-at-k.ts) on configs/micro.json: groups of two
-// on two questions of each split print their line; bad arguments are one line and exit 2. Also the
-// train CLI's `--evaluate-only --split train`, which plays the training world's questions, and its
-// `--questions N`.
+// on two questions of each split print their line, and --json writes them per question; bad arguments
+// are one line and exit 2. Also the train CLI's `--evaluate-only --split train`, which plays the
+// training world's questions, and its `--questions N`.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,7 +22,8 @@ const node = (script: string, args: string[]) => {
 };
 
 describe('npm run bench:passk (micro)', () => {
-  it('prints the group signal of both splits at one temperature', () => {
+  it('prints the group signal of both splits at one temperature, and writes it per question with --json', () => {
+    const prefix = join(mkdtempSync(join(tmpdir(), 'passk-json-')), 'micro');
     const r = node('bench/pass-at-k.ts', [
       '--config',
       'configs/micro.json',
@@ -32,16 +33,53 @@ describe('npm run bench:passk (micro)', () => {
       '2',
       '--temperatures',
       '1',
+      '--json',
+      prefix,
     ]);
     expect(r.status, r.out).toBe(0);
     for (const split of ['test', 'train']) {
       expect(r.out).toMatch(new RegExp(`${split}: greedy EM [\\d.]+ format-valid [\\d.]+`));
-      expect(r.out).toMatch(
+      const line = r.out.match(
         new RegExp(
-          `${split} T=1: mean EM [\\d.]+ · pass@2 [\\d.]+ · maj@2 [\\d.]+ · EM-split groups [\\d.]+ · reward-split groups [\\d.]+ · reward std [\\d.]+`,
+          `${split} T=1: mean EM ([\\d.]+) · pass@2 ([\\d.]+) · maj@2 ([\\d.]+) · EM-split groups [\\d.]+ · reward-split groups [\\d.]+ · reward std [\\d.]+`,
         ),
       );
+      expect(line, r.out).not.toBeNull();
+      // --json: per question, the views npm run compare reads; each adds up to the printed line.
+      const [mean, pass, maj] = ['mean2', 'pass2', 'maj2'].map((view) =>
+        JSON.parse(readFileSync(`${prefix}-${split}-t1-${view}.json`, 'utf8')),
+      );
+      for (const [file, printed] of [
+        [mean, line![1]],
+        [pass, line![2]],
+        [maj, line![3]],
+      ] as const) {
+        expect(file.split).toBe(split);
+        expect(file.samples).toBe(2);
+        expect(file.questions).toHaveLength(2);
+        expect(file.em.toFixed(3)).toBe(printed);
+        const ems = file.questions.map((q: { em: number }) => q.em);
+        expect(ems.reduce((a: number, b: number) => a + b, 0) / 2).toBeCloseTo(file.em, 12);
+      }
+      expect(pass.questions.map((q: { id: string }) => q.id)).toEqual(
+        maj.questions.map((q: { id: string }) => q.id),
+      );
+      pass.questions.forEach((q: { em: number; f1: number; type: string }, i: number) => {
+        expect([0, 1]).toContain(q.em);
+        expect(typeof q.type).toBe('string');
+        // some sample right ⇔ the mean is above 0; the best sample's F1 bounds the mean and the vote
+        expect(q.em === 1).toBe(mean.questions[i].em > 0);
+        expect(q.f1).toBeGreaterThanOrEqual(mean.questions[i].f1);
+        expect(q.f1).toBeGreaterThanOrEqual(maj.questions[i].f1);
+        expect(q.em).toBeGreaterThanOrEqual(maj.questions[i].em);
+      });
     }
+    // The files are what npm run compare reads: pass@2 against maj@2, question by question.
+    const c = node('scripts/compare-evals.ts', [
+      `${prefix}-test-t1-maj2.json`,
+      `${prefix}-test-t1-pass2.json`,
+    ]);
+    expect(c.status, c.out).toBe(0);
   }, 250_000);
 
   it('refuses bad arguments with one line and exit 2', () => {
@@ -51,6 +89,11 @@ describe('npm run bench:passk (micro)', () => {
     const s = node('bench/pass-at-k.ts', ['--config', 'configs/micro.json', '--splits', 'dev']);
     expect(s.status).toBe(2);
     expect(s.out).toMatch(/bench:passk: --splits takes test and\/or train, got dev/);
+    const j = node('bench/pass-at-k.ts', ['--config', 'configs/micro.json', '--json', '/nonexistent-dir/p']);
+    expect(j.status).toBe(2);
+    expect(j.out).toMatch(
+      /bench:passk: --json \/nonexistent-dir\/p: the folder \/nonexistent-dir does not exist/,
+    );
   }, 250_000);
 });
 
