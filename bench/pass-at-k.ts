@@ -15,6 +15,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { normalizeAnswer } from '../src/env/reward.ts';
 import { type GroupScore, groupScores, groupSignal } from '../src/rl/group-signal.ts';
+import { perQuestionFileText } from '../src/rl/paired-eval.ts';
 import { episodeReward } from '../src/rl/trainer.ts';
 import { benchArgs, benchTrainer } from './trainer-cli.ts';
 
@@ -89,23 +90,18 @@ for (const split of splits as ('test' | 'train')[]) {
           return { id, type: typeOf.get(id) ?? 'untyped', em, f1 };
         });
         const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-        const head = JSON.stringify(
-          {
-            model: `${config.model.path} (${view} at T ${temperature})`,
-            config: config.name,
-            split,
-            temperature,
-            samples,
-            seed: SAMPLING_SEED,
-            n: questions.length,
-            em: mean(questions.map((q) => q.em)),
-            f1: mean(questions.map((q) => q.f1)),
-          },
-          null,
-          2,
-        );
-        const list = questions.map((q) => `    ${JSON.stringify(q)}`).join(',\n');
-        writeFileSync(file, `${head.slice(0, -2)},\n  "questions": [\n${list}\n  ]\n}\n`);
+        const summary = {
+          model: `${config.model.path} (${view} at T ${temperature})`,
+          config: config.name,
+          split,
+          temperature,
+          samples,
+          seed: SAMPLING_SEED,
+          n: questions.length,
+          em: mean(questions.map((q) => q.em)),
+          f1: mean(questions.map((q) => q.f1)),
+        };
+        writeFileSync(file, perQuestionFileText(summary, questions));
         console.log(`  wrote ${file}`);
       }
     }

@@ -36,6 +36,7 @@ import { ConfigError, parseConfigText } from '../src/rl/config.ts';
 import { type AnswerSource, classifyAnswerSource, classifyVainSearch } from '../src/rl/evidence.ts';
 import { describeMicroBatch } from '../src/rl/memory.ts';
 import { directoryStorage } from '../src/rl/node-storage.ts';
+import { perQuestionFileText } from '../src/rl/paired-eval.ts';
 import { METRICS_FILE, runFailureMessage, runTraining } from '../src/rl/run.ts';
 import type { StepMetrics } from '../src/rl/trainer.ts';
 import { Trainer } from '../src/rl/trainer.ts';
@@ -202,15 +203,13 @@ if (values['evaluate-only']) {
         doneReason: t.doneReason,
       };
     });
-    // The summary indented, each question on one line: a 400-question replay stays a few tens of kB
-    // (docs/replays keeps them) and two replays still diff question by question.
-    const head = JSON.stringify(
-      { model: config.model.path, config: config.name, split, ...summary, seconds },
-      null,
-      2,
+    await writeFile(
+      values.json,
+      perQuestionFileText(
+        { model: config.model.path, config: config.name, split, ...summary, seconds },
+        questions,
+      ),
     );
-    const list = questions.map((q) => `    ${JSON.stringify(q)}`).join(',\n');
-    await writeFile(values.json, `${head.slice(0, -2)},\n  "questions": [\n${list}\n  ]\n}\n`);
   }
   trainer.release();
   gpu.destroy();

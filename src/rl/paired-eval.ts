@@ -7,6 +7,18 @@
 // Input: per-question scores in [0, 1] (EM is 0/1; F1 works too, then the counts mean "better" and
 // "worse"), the two arrays in the same question order (scripts/compare-evals.ts checks the ids).
 
+/**
+ * The text of a per-question file, the kind `npm run compare` reads (`npm run train -- --evaluate-only
+ * --json`, `npm run bench:passk -- --json`): the summary's keys indented, then "questions", one question
+ * per line, so that a 400-question replay stays a few tens of kB and two files still diff question by
+ * question.
+ */
+export function perQuestionFileText(summary: object, questions: readonly object[]): string {
+  const head = JSON.stringify(summary, null, 2);
+  const list = questions.map((q) => `    ${JSON.stringify(q)}`).join(',\n');
+  return `${head.slice(0, -2)},\n  "questions": [\n${list}\n  ]\n}\n`;
+}
+
 export interface PairedComparison {
   n: number;
   baseMean: number;

@@ -1,6 +1,8 @@
 // The paired comparison of two checkpoints' per-question scores (src/rl/paired-eval.ts) against
 // worked examples: the paired standard error, the discordant counts and the exact sign test; and the
-// paired t test's power, which plans how many seeds an ablation needs, against scipy.
+// paired t test's power, which plans how many seeds an ablation needs, against scipy; and the text of
+// the per-question files npm run compare reads.
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
   detectableEffect,
@@ -9,6 +11,7 @@ import {
   pairedComparison,
   pairedTPower,
   pairsForPower,
+  perQuestionFileText,
   pooledPairedComparison,
   regularizedIncompleteBeta,
   signTestTwoSided,
@@ -258,5 +261,17 @@ describe('paired t power (planning how many pairs an ablation needs)', () => {
     expect(Math.abs(pairsForPower(0.01, 2.25) - 397349.5)).toBeLessThan(5);
     expect(() => pairsForPower(0, sd)).toThrow(/non-zero/);
     expect(() => pairsForPower(1, sd, 1)).toThrow(/power/);
+  });
+});
+
+describe('perQuestionFileText', () => {
+  it('writes a committed replay again byte for byte: the summary indented, one question per line', () => {
+    const file = 'docs/replays/world-2001-bundle-400q.json';
+    const text = readFileSync(file, 'utf8');
+    const { questions, ...summary } = JSON.parse(text);
+    expect(questions).toHaveLength(400);
+    expect(perQuestionFileText(summary, questions)).toBe(text);
+    const small = perQuestionFileText({ n: 2 }, [{ id: 'a' }, { id: 'b' }]);
+    expect(small).toBe('{\n  "n": 2,\n  "questions": [\n    {"id":"a"},\n    {"id":"b"}\n  ]\n}\n');
   });
 });
