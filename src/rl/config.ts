@@ -96,6 +96,17 @@ export interface TrainConfig {
      * any estimator.
      */
     filterGroups: boolean;
+    /**
+     * Mixed-policy GRPO (LUFFY, Yan et al. 2025, arXiv 2504.14945): each question's group also gets the
+     * oracle's trace of it (src/rl/sft.ts buildSftTraces; traces the oracle gets wrong are left out),
+     * scored by the same ToolEnv and rewards, and the group's advantages are taken over its sampled and
+     * oracle members together. The oracle's tokens are trained like sampled ones, with ratio 1 (their
+     * "old" log-probs are the update's own; one update per step), so their gradient is A · ∇log p;
+     * LUFFY's policy shaping of off-policy tokens is not applied. Uses the oracle's demonstrations
+     * during RL: an SFT-RL hybrid, not plain GRPO. Group estimators (GRPO, Dr.GRPO, RLOO,
+     * REINFORCE++-baseline), one update per step.
+     */
+    oracleTraces: boolean;
   };
   rollout: {
     questionsPerStep: number;
@@ -252,7 +263,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     corpus: 'pooled',
     trainWorldSeeds: [],
   },
-  algorithm: { name: 'grpo', gamma: 1, lam: 1, filterGroups: false },
+  algorithm: { name: 'grpo', gamma: 1, lam: 1, filterGroups: false, oracleTraces: false },
   rollout: {
     questionsPerStep: 4,
     samplesPerQuestion: 4,
@@ -396,6 +407,7 @@ const CHECKS: Record<string, Check> = {
   'algorithm.gamma': num(0, 1),
   'algorithm.lam': num(0, 1),
   'algorithm.filterGroups': bool,
+  'algorithm.oracleTraces': bool,
   'rollout.questionsPerStep': int(1),
   'rollout.samplesPerQuestion': int(1),
   'rollout.maxTurns': int(1),
@@ -563,6 +575,19 @@ export function resolveConfig(raw: unknown): TrainConfig {
       throw new ConfigError(
         'algorithm.filterGroups',
         `needs actor.miniBatches 1 (the kept rows vary from step to step), got ${c.actor.miniBatches}`,
+      );
+  }
+  if (c.algorithm.oracleTraces) {
+    const grouped: AlgorithmName[] = ['grpo', 'drgrpo', 'rloo', 'reinforce++-baseline'];
+    if (!grouped.includes(c.algorithm.name))
+      throw new ConfigError(
+        'algorithm.oracleTraces',
+        `works with the group estimators ${grouped.join(', ')}, not ${c.algorithm.name} (the oracle's trace joins its question's group)`,
+      );
+    if (c.actor.ppoEpochs * c.actor.miniBatches !== 1)
+      throw new ConfigError(
+        'algorithm.oracleTraces',
+        `needs one update per step (actor.ppoEpochs 1, actor.miniBatches 1): the oracle's tokens have no sampling log-probs, so their ratio is 1 only at the first update; got ${c.actor.ppoEpochs} × ${c.actor.miniBatches}`,
       );
   }
   if (c.ablation.whitenOver !== 'advantage-mask' && c.algorithm.name !== 'ppo')

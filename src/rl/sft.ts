@@ -30,6 +30,10 @@ export interface SftTrace extends TrainableEpisode {
   em: number;
 }
 
+// The trace's `outcome` and `process` are the rewards the ToolEnv paid the oracle, unweighted (a
+// rollout's trajectory records the same): SFT ignores them; mixed-policy GRPO (the trainer's
+// algorithm.oracleTraces) scores the trace as one more member of its question's group.
+
 export interface SftTraceOptions {
   tokenizer: QwenTokenizer;
   tasks: readonly QaTask[];
@@ -58,13 +62,18 @@ export async function buildSftTraces(options: SftTraceOptions): Promise<SftTrace
     };
     push(tokenizer.encodeChat(state.messages, { tools, addGenerationPrompt: true }), 'prompt');
     let em = 0;
+    let outcome = 0;
+    const process: Array<{ tokenIndex: number; reward: number }> = [];
     let messages = state.messages;
     for (;;) {
       const action = await oracle.act(state, tools);
       push([...tokenizer.encode(action), imEnd], 'policy');
       const step = await env.step(action);
+      // on the turn's last policy token (its <|im_end|>), as a rollout places it
+      process.push({ tokenIndex: ids.length - 1, reward: step.reward.total });
       if (step.done) {
         em = step.outcome?.em ?? 0;
+        outcome = step.outcome?.outcome ?? 0;
         messages = env.snapshot().messages;
         break;
       }
@@ -81,8 +90,8 @@ export async function buildSftTraces(options: SftTraceOptions): Promise<SftTrace
       sources,
       logprobs: new Float32Array(ids.length),
       group: out.length,
-      outcome: 0,
-      process: [],
+      outcome,
+      process,
     });
   }
   return out;

@@ -39,6 +39,7 @@ import { packBatch, QwenGpuModel } from '../agent/model/qwen-gpu.ts';
 import { parseSafetensors, serializeSafetensors, tensorToFloat32 } from '../agent/model/safetensors.ts';
 import { QwenTokenizer } from '../agent/tokenizer/qwen-tokenizer.ts';
 import { createOraclePolicy } from '../env/policies/oracle.ts';
+import type { Policy } from '../env/policies/policy.ts';
 import { TASK_PRESETS } from '../env/presets.ts';
 import { normalizeAnswer } from '../env/reward.ts';
 import { createRng, hash32 } from '../env/rng.ts';
@@ -263,6 +264,8 @@ export class Trainer {
   readonly rlTasks: QaTask[];
   readonly rlTools: TaskTools;
   private sftTraces: SftTrace[] | null = null;
+  /** algorithm.oracleTraces' oracle (made on first use). */
+  private oracle: Policy | null = null;
   /** The copy drill's token pool: the distinct ids of sftTraces. */
   private copyPool: number[] | null = null;
 
@@ -409,6 +412,45 @@ export class Trainer {
     return out;
   }
 
+  /**
+   * algorithm.oracleTraces: the oracle's trace of each question (src/rl/sft.ts), an episode of that
+   * question's group scored with the rewards a rollout pays. Traces the oracle gets wrong are left out
+   * (buildSftTraces), and so are traces longer than rollout.maxTotalTokens, which no sampled episode can
+   * be and the step's memory plan does not cover.
+   */
+  private async oracleEpisodes(questions: readonly QaTask[]): Promise<{
+    rows: Array<{ episode: TrainableEpisode; reward: number; oracle: true }>;
+    tooLong: number;
+  }> {
+    const c = this.config;
+    const pw = c.reward.processWeight;
+    this.oracle ??= createOraclePolicy({ style: TASK_PRESETS[c.task.preset].oracleStyle });
+    const rows: Array<{ episode: TrainableEpisode; reward: number; oracle: true }> = [];
+    let tooLong = 0;
+    for (const [group, task] of questions.entries()) {
+      const [trace] = await buildSftTraces({
+        tokenizer: this.tokenizer,
+        tasks: [task],
+        toolsFor: this.rlTools,
+        env: this.envOptions(),
+        oracle: this.oracle,
+      });
+      if (!trace) continue;
+      if (trace.ids.length > c.rollout.maxTotalTokens) {
+        tooLong++;
+        continue;
+      }
+      const process = trace.process.map((p) => ({ tokenIndex: p.tokenIndex, reward: pw * p.reward }));
+      rows.push({
+        // logprobs: no sampler's; the update's own stand in (ratio 1), and the metrics skip these rows
+        episode: { ...trace, group, process: pw === 0 ? [] : process },
+        reward: trace.outcome + process.reduce((sum, p) => sum + p.reward, 0),
+        oracle: true,
+      });
+    }
+    return { rows, tooLong };
+  }
+
   private lrAt(step: number, base: number): number {
     const w = this.config.train.warmupSteps;
     return w > 0 && step <= w ? (base * step) / w : base;
@@ -478,22 +520,32 @@ export class Trainer {
     this.lastTrajectories = trajectories;
     lap('rollout');
 
+    // The step's episodes: the sampled ones, then (algorithm.oracleTraces) the oracle's trace of each
+    // question, in its question's group; rows keep this order in the batch.
+    const pw = c.reward.processWeight;
+    const sampled = trajectories.map((t) => ({
+      episode: trajectoryEpisode(t, pw),
+      reward: episodeReward(t, pw),
+      oracle: false,
+    }));
+    const oracleRows = c.algorithm.oracleTraces ? await this.oracleEpisodes(questions) : null;
+    if (oracleRows) lap('oracle');
+    const episodes = [...sampled, ...(oracleRows?.rows ?? [])];
     // DAPO's group filter (algorithm.filterGroups): only groups whose rewards differ are trained. When
     // none do, the batch keeps every row for the metrics' forward and the step makes no update.
-    const pw = c.reward.processWeight;
-    let trained = trajectories;
+    let trained = episodes;
     let noUpdate = false;
     if (c.algorithm.filterGroups) {
       const keep = groupsWithScoreSpread(
-        trajectories.map((t) => episodeReward(t, pw)),
-        trajectories.map((t) => t.group),
+        episodes.map((e) => e.reward),
+        episodes.map((e) => e.episode.group),
       );
-      trained = trajectories.filter((_, i) => keep[i]);
+      trained = episodes.filter((_, i) => keep[i]);
       noUpdate = trained.length === 0;
-      if (noUpdate) trained = trajectories;
+      if (noUpdate) trained = episodes;
     }
     const batch = buildTrainingBatch(
-      trained.map((t) => trajectoryEpisode(t, pw)),
+      trained.map((e) => e.episode),
       // processWeight: 1, as trajectoryEpisode has weighted them (the filter above pays them alike).
       { lossMask: c.ablation.lossMask, advantageMask: c.ablation.advantageMask, processWeight: 1 },
     );
@@ -746,8 +798,10 @@ export class Trainer {
       gradNorm: gradNormValue,
       skipped,
       trainedGroups: c.algorithm.filterGroups
-        ? new Set(noUpdate ? [] : trained.map((t) => t.group)).size
+        ? new Set(noUpdate ? [] : trained.map((e) => e.episode.group)).size
         : null,
+      oracleRow: trained.map((e) => e.oracle),
+      oracle: oracleRows && { built: oracleRows.rows.length, tooLong: oracleRows.tooLong },
     });
     lap('metrics');
     const totalTime = Object.values(times).reduce((a, b) => a + b, 0);
@@ -934,6 +988,10 @@ export class Trainer {
       skipped: number;
       /** Groups the update trained (algorithm.filterGroups), null without the filter. */
       trainedGroups: number | null;
+      /** Per batch row: the oracle's trace (algorithm.oracleTraces) rather than a sampled episode. */
+      oracleRow: readonly boolean[];
+      /** algorithm.oracleTraces: traces built this step, and those left out as too long; else null. */
+      oracle: { built: number; tooLong: number } | null;
     },
   ): StepMetrics {
     const c = this.config;
@@ -958,7 +1016,7 @@ export class Trainer {
       const key = `done/${t.doneReason}`;
       m[key] = ((m[key] as number | undefined) ?? 0) + 1 / trajectories.length;
     }
-    // Per-token statistics over the policy's own tokens.
+    // Per-token statistics over the policy's own sampled tokens (not the oracle's rows).
     let n = 0;
     let kl = 0;
     let k3 = 0;
@@ -966,8 +1024,15 @@ export class Trainer {
     let mis1 = 0;
     let mis3 = 0;
     let misMax = 0;
+    let oracleN = 0;
+    let oracleLogprob = 0;
     for (let i = 0; i < batch.policyMask.length; i++) {
       if (batch.policyMask[i] === 0) continue;
+      if (a.oracleRow[Math.floor(i / batch.T)]) {
+        oracleN++;
+        oracleLogprob += a.logprob[i];
+        continue;
+      }
       n++;
       const d = a.logprob[i] - a.ref[i];
       kl += d;
@@ -1006,9 +1071,19 @@ export class Trainer {
       m['actor/grad_norm'] = a.gradNorm;
     }
     m['actor/lr'] = this.actorLrAt(step);
+    const oracleRows = a.oracleRow.filter(Boolean).length;
     if (a.trainedGroups !== null) {
       m['train/trained_groups'] = a.trainedGroups / new Set(trajectories.map((t) => t.group)).size;
-      m['train/trained_rows'] = a.trainedGroups === 0 ? 0 : batch.B / trajectories.length;
+      // the sampled episodes trained, as a share of those sampled
+      m['train/trained_rows'] = a.trainedGroups === 0 ? 0 : (batch.B - oracleRows) / trajectories.length;
+    }
+    if (a.oracle) {
+      const q = questions.length;
+      m['oracle/traces'] = a.oracle.built / q;
+      m['oracle/too_long'] = a.oracle.tooLong / q;
+      m['oracle/trained_rows'] = a.trainedGroups === 0 ? 0 : oracleRows / q;
+      // how likely the policy finds the oracle's tokens (mean log-prob per token, before the update)
+      m['oracle/logprob_mean'] = oracleN > 0 ? oracleLogprob / oracleN : 0;
     }
     if (a.valueStats.length > 0) {
       m['critic/vf_loss'] = mean(a.valueStats.map((s) => s[VALUE_STAT.loss]));

@@ -48,6 +48,17 @@ describe('train config', () => {
       [{ algorithm: { filterGroups: true }, actor: { miniBatches: 2 } }, 'needs actor.miniBatches 1'],
       [{ algorithm: { filterGroups: 1 } }, '"algorithm.filterGroups" must be'],
       [
+        { algorithm: { name: 'ppo', oracleTraces: true } },
+        '"algorithm.oracleTraces" works with the group estimators grpo, drgrpo, rloo, reinforce++-baseline, not ppo',
+      ],
+      [
+        { algorithm: { name: 'reinforce++', oracleTraces: true } },
+        'the group estimators grpo, drgrpo, rloo, reinforce++-baseline, not reinforce++',
+      ],
+      [{ algorithm: { oracleTraces: true }, actor: { ppoEpochs: 2 } }, 'needs one update per step'],
+      [{ algorithm: { oracleTraces: true }, actor: { miniBatches: 2 } }, 'got 1 × 2'],
+      [{ algorithm: { oracleTraces: 'yes' } }, '"algorithm.oracleTraces" must be'],
+      [
         { algorithm: { name: 'grpo' }, ablation: { whitenOver: 'policy' } },
         '"ablation.whitenOver" "policy" applies to PPO\'s GAE only, not grpo',
       ],

@@ -13,7 +13,7 @@ import { createRng, hash32 } from '../../src/env/rng.ts';
 import type { Gpu } from '../../src/gpu/runtime.ts';
 import type { TrainingBatch } from '../../src/rl/batch.ts';
 import { type AlgorithmName, parseConfigText, type TrainConfig } from '../../src/rl/config.ts';
-import { groupsWithScoreSpread } from '../../src/rl/core-algos.ts';
+import { computeGrpoOutcomeAdvantage, groupsWithScoreSpread } from '../../src/rl/core-algos.ts';
 import { EPISODE_OUTCOMES } from '../../src/rl/evidence.ts';
 import { runTraining } from '../../src/rl/run.ts';
 import {
@@ -511,6 +511,71 @@ describe('trainer', () => {
     400_000,
   );
 
+  it('algorithm.oracleTraces: the oracle’s trace of each question joins its group after the sampled rows; GRPO’s advantage spans both; the per-token metrics skip it', async () => {
+    const t = await make(
+      microConfig((c) => {
+        c.algorithm.oracleTraces = true;
+        c.rollout.maxTotalTokens = 1024; // the oracle's traces are longer than the micro turns allow
+        c.reward.processWeight = 0.5; // the traces' process rewards are weighted as the sampled ones'
+      }),
+    );
+    let seen: UpdateArrays | null = null;
+    const m = await t.trainStep({ onUpdateArrays: (a) => (seen = a) });
+    const { batch, advantages } = seen as unknown as UpdateArrays;
+    const trajectories = t.lastTrajectories;
+    const questions = t.questionsFor(1, t.config.rollout.questionsPerStep);
+    const traces: Array<{ trace: SftTrace; group: number }> = [];
+    for (const [group, task] of questions.entries()) {
+      const [trace] = await buildSftTraces({
+        tokenizer: t.tokenizer,
+        tasks: [task],
+        toolsFor: t.rlTools,
+        env: t.envOptions(),
+        oracle: createOraclePolicy({ style: 'compact' }),
+      });
+      if (trace) traces.push({ trace, group });
+    }
+    // the oracle misses some micro questions (3 turns at most): those groups have no trace
+    expect(traces.length).toBeGreaterThan(0);
+    const n = trajectories.length;
+    expect(batch.B).toBe(n + traces.length);
+    const rowIds = (b: number, L: number) => [...batch.tokens.ids.slice(b * batch.T, b * batch.T + L)];
+    trajectories.forEach((tr, b) => {
+      expect(rowIds(b, tr.ids.length)).toEqual(tr.ids);
+    });
+    const rowReward = (b: number) =>
+      batch.rewards.slice(b * batch.T, (b + 1) * batch.T).reduce((x, y) => x + y, 0);
+    traces.forEach(({ trace, group }, k) => {
+      const b = n + k;
+      expect(rowIds(b, trace.ids.length)).toEqual(trace.ids);
+      expect(batch.index[b]).toBe(group);
+      // trained exactly on the oracle's turns (its actions and their <|im_end|>)
+      for (let j = 1; j < trace.ids.length; j++)
+        expect(batch.lossMask[b * batch.T + j - 1]).toBe(trace.sources[j] === 'policy' ? 1 : 0);
+      expect(trace.em).toBe(1);
+      const paid = trace.outcome + 0.5 * trace.process.reduce((x, p) => x + p.reward, 0);
+      expect(rowReward(b)).toBeCloseTo(paid, 5);
+    });
+    // The group's advantage over its sampled and oracle members together (the CPU twin on the batch).
+    const expected = computeGrpoOutcomeAdvantage({
+      tokenRewards: batch.rewards,
+      mask: batch.advMask,
+      index: batch.index,
+      B: batch.B,
+      T: batch.T,
+    }).advantages;
+    for (let i = 0; i < expected.length; i++) expect(advantages[i]).toBeCloseTo(expected[i], 5);
+    // An oracle row is in its group's statistics: its advantage differs from the sampled-only one.
+    expect(Math.abs(rowAdvantage(batch, advantages, n))).toBeGreaterThan(0);
+    expect(m['oracle/traces']).toBe(traces.length / questions.length);
+    expect(m['oracle/too_long']).toBe(0);
+    expect(m['oracle/logprob_mean'] as number).toBeLessThan(0);
+    // First update: ratio 1 on every row; the mismatch KL reads the sampled rows only.
+    expect(m['actor/ppo_kl']).toBe(0);
+    expect(Math.abs(m['rollout/mismatch_kl_k3'] as number)).toBeLessThan(1e-6);
+    expect(m['rollout/mismatch_max_abs'] as number).toBeLessThan(1e-3);
+  }, 400_000);
+
   it('SFT traces: exact tokens, policy mask on the oracle turns, decoding = the template rendering', async () => {
     const t = await make(microConfig((c) => (c.algorithm.name = 'sft')));
     const traces = await buildSftTraces({
@@ -532,6 +597,13 @@ describe('trainer', () => {
       );
       // the whole sequence is the template's rendering of the final conversation (which ends in '\n')
       expect(`${text}\n`).toBe(renderQwen3Chat(tr.messages, { tools: tr.tools }));
+      // the rewards the env paid: the outcome of a right answer, a process reward per oracle turn, each
+      // on that turn's <|im_end|>
+      expect(tr.outcome).toBeGreaterThan(0);
+      const turnEnds = tr.ids.flatMap((id, i) =>
+        tr.sources[i] === 'policy' && id === t.tokenizer.specialId('imEnd') ? [i] : [],
+      );
+      expect(tr.process.map((p) => p.tokenIndex)).toEqual(turnEnds);
     }
     const m1 = await t.trainStep();
     expect(m1['sft/loss'] as number).toBeGreaterThan(0);

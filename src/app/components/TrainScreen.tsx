@@ -86,6 +86,12 @@ export function TrainScreen() {
             disabled={busy || active}
             hint="DAPO's group filter (GRPO, Dr.GRPO, RLOO): a group with equal rewards has zero advantage; dropping it saves its update passes"
           />
+          <CheckField
+            path="algorithm.oracleTraces"
+            label="add the oracle's trace to each group"
+            disabled={busy || active}
+            hint="LUFFY's mixed-policy GRPO (GRPO, Dr.GRPO, RLOO, REINFORCE++-baseline; one update per step): the oracle's right trace of each question joins its group, so groups that all failed still train. Uses demonstrations: not plain RL"
+          />
           <NumberField
             path="train.steps"
             label="steps"
